@@ -1,0 +1,31 @@
+"""`hfrelease check`'s core: which manifests to check, and what a valid one declares, as data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hfrelease.manifest import MANIFEST_NAME, Manifest
+
+
+def default_manifests(cwd: Path) -> list[Path]:
+    """./release.toml when there is one, else every model_cards/*/release.toml, sorted."""
+    here = cwd / MANIFEST_NAME
+    if here.is_file():
+        return [here]
+    return sorted((cwd / "model_cards").glob(f"*/{MANIFEST_NAME}"))
+
+
+def summarize(manifest: Manifest) -> dict[str, Any]:
+    """The manifest's contents in the shape `check --json` prints."""
+    return {
+        "family": manifest.family.name,
+        "version": manifest.family.version,
+        "tag": manifest.tag_name(),
+        "artifacts": [
+            {"id": a.id, "kind": a.kind, "repo": a.repo, "publish": a.publish} for a in manifest.artifact
+        ],
+        "gates": [g.id for g in manifest.gate],
+        "speculative": [s.id for s in manifest.speculative],
+        "workloads": [w.id for w in manifest.workload],
+    }

@@ -1,0 +1,91 @@
+"""The `hfrelease` command: a Click group that only registers commands and turns errors into exit codes.
+
+Only this package imports Click and Rich. Each command module parses options and hands plain values to
+a core function; the core raises `HfreleaseError`s, which `main` prints once, with the hint saying what
+to do next, and a traceback only when HFRELEASE_DEBUG is set.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from hfrelease import __version__
+from hfrelease.cli import check, demo, hub, init, stages
+from hfrelease.errors import ExitCode, HfreleaseError
+
+DEBUG_VARIABLE = "HFRELEASE_DEBUG"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="hfrelease")
+@click.option("-v", "--verbose", count=True, help="More detail (repeat for more).")
+@click.pass_context
+def cli(ctx: click.Context, verbose: int) -> None:
+    """Evaluate, render and publish a family of LLM artifacts on the Hugging Face Hub.
+
+    \b
+    hfrelease check     validate a family's release.toml
+    hfrelease eval      serve every artifact with vLLM, run gates and speed anchors, record results
+    hfrelease render    model cards, citations and plots from recorded results
+    hfrelease bundle    plan the files of each repo (dry run of publish)
+    hfrelease publish   push each repo in one atomic, tagged commit, all-or-nothing
+    hfrelease release   the whole job graph on one machine (what CI runs on a tag)
+    hfrelease init      scaffold a new family directory
+
+    Exit codes: 0 ok, 2 usage, 3 bad manifest, 4 gate failed, 5 server failed, 6 measurement void,
+    7 publish failed, 8 stage not built yet, 9 environment missing, 130 interrupted.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["verbose"] = verbose
+
+
+for command in (
+    check.check,
+    stages.eval_,
+    stages.render,
+    stages.bundle,
+    stages.publish,
+    stages.release,
+    init.init,
+    demo.demo,
+    hub.hub,
+):
+    cli.add_command(command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: runs the command and exits with its documented exit code."""
+    from hfrelease.cli.output import print_error
+
+    debug = bool(os.environ.get(DEBUG_VARIABLE))
+    try:
+        # standalone_mode=False: errors reach the handlers below; ctx.exit(n) comes back as n.
+        code = cli.main(args=argv, prog_name="hfrelease", standalone_mode=False)
+    except HfreleaseError as exc:
+        if debug:
+            raise
+        print_error(exc.message, hint=exc.hint)
+        sys.exit(int(exc.exit_code))
+    except click.exceptions.Abort:
+        print_error("interrupted")
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        print_error("interrupted")
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except Exception as exc:  # a bug: say so plainly, keep the traceback for HFRELEASE_DEBUG=1
+        if debug:
+            raise
+        print_error(
+            f"internal error: {type(exc).__name__}: {exc}",
+            hint=f"This is a bug in hfrelease. Re-run with {DEBUG_VARIABLE}=1 for the traceback and report it.",
+        )
+        sys.exit(int(ExitCode.INTERNAL))
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,105 @@
+"""`hfrelease check`: validate one or more family manifests and show what they declare."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from hfrelease.errors import ConfigError, ExitCode
+
+if TYPE_CHECKING:
+    from hfrelease.manifest import Manifest
+
+
+@click.command()
+@click.argument("manifests", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option("--cards", is_flag=True, help="Also lint the rendered model cards (lands with `hfrelease render`).")
+def check(manifests: tuple[Path, ...], as_json: bool, cards: bool) -> None:
+    """Validate family manifests (release.toml files or their directories).
+
+    With no argument: ./release.toml, or else every model_cards/*/release.toml below the current directory.
+    Every problem is reported at once, each with its place in the file; exit code 3 when any is found.
+    """
+    from hfrelease.check import default_manifests, summarize
+    from hfrelease.cli.output import err_console, print_error, print_json
+    from hfrelease.errors import NotBuiltError
+    from hfrelease.manifest import load_manifest
+
+    if cards:
+        raise NotBuiltError("check --cards", "cards issue (`hfrelease render`)")
+    paths = list(manifests) or default_manifests(Path.cwd())
+    if not paths:
+        raise click.UsageError("no release.toml here and no model_cards/*/release.toml below: name a manifest")
+    results: list[dict[str, Any]] = []
+    failed = 0
+    for path in paths:
+        try:
+            manifest = load_manifest(path)
+        except ConfigError as exc:
+            failed += 1
+            results.append(
+                {
+                    "manifest": exc.source,
+                    "ok": False,
+                    "problems": [
+                        {"location": p.location, "message": p.message, "suggestion": p.suggestion}
+                        for p in exc.problems
+                    ],
+                }
+            )
+            if not as_json:
+                print_error(exc.message, hint=exc.hint)
+            continue
+        summary = summarize(manifest)
+        results.append({"manifest": str(path), "ok": True, **summary})
+        if not as_json:
+            _show(manifest, path)
+    if as_json:
+        print_json(results if len(results) != 1 else results[0])
+    elif failed == 0:
+        err_console.print(f"[green]✓[/] {len(paths)} manifest{'s' if len(paths) != 1 else ''} valid")
+    if failed:
+        click.get_current_context().exit(int(ExitCode.CONFIG))
+
+
+def _show(manifest: Manifest, path: Path) -> None:
+    from rich.table import Table
+
+    from hfrelease.cli.output import out_console
+
+    family = manifest.family
+    out_console.print(
+        f"[bold]{family.display_name}[/] ({family.name} v{family.version}) — {path} — "
+        f"base {family.base_model}, tag {manifest.tag_name()}"
+    )
+    artifacts = Table("artifact", "kind", "repo", "source", "details", title="Artifacts", title_justify="left")
+    for a in manifest.artifact:
+        source = a.source.path if a.source.path else f"{a.source.hub}@{(a.source.revision or '')[:10]}"
+        if a.quantization:
+            details = f"{a.quantization.scheme} ({a.quantization.tool} {a.quantization.tool_version})"
+        elif a.draft:
+            details = f"{a.draft.method} k={a.draft.num_speculative_tokens} → {a.draft.target}"
+        else:
+            details = ""
+        artifacts.add_row(a.id, a.kind, a.repo + ("" if a.publish else " (not published)"), source, details)
+    out_console.print(artifacts)
+    if manifest.gate:
+        gates = Table("gate", "harness", "mode", "n", "budget", "metric", "margin", title="Gates", title_justify="left")
+        for g in manifest.gate:
+            harness = g.task or (" ".join(g.command) if g.command else g.entry_point) or ""
+            gates.add_row(
+                g.id, harness, g.mode, str(g.limit or "all"), str(g.max_tokens), g.metric, f"-{g.margin:g}"
+            )
+        out_console.print(gates)
+    if manifest.workload:
+        loads = Table("workload", "prompts", "out", "thinking", "concurrency", "speculative",
+                      title="Workloads", title_justify="left")
+        for w in manifest.workload:
+            loads.add_row(
+                w.id, w.prompts, str(w.output_len), "on" if w.thinking else "off",
+                ",".join(map(str, w.concurrency)), ",".join(w.speculative),
+            )
+        out_console.print(loads)

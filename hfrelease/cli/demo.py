@@ -1,0 +1,41 @@
+"""`hfrelease demo build`: build the tiny demo family the README's demo and the tests run on."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def demo() -> None:
+    """The built-in demo family (a tiny model built on this CPU)."""
+
+
+@demo.command()
+@click.option("--out", type=click.Path(path_type=Path), help="Build directory (default: build/demo in the checkout).")
+@click.option("--quant-python", type=click.Path(path_type=Path),
+              help="Python of the llm-compressor environment (default: $HFRELEASE_QUANT_PYTHON or .venv-quant).")
+@click.option("--seed", default=0, show_default=True, help="Training seed.")
+def build(out: Path | None, quant_python: Path | None, seed: int) -> None:
+    """Train, quantize and save the demo family's artifacts (skipped when already built)."""
+    from rich.status import Status
+
+    from hfrelease.cli.output import err_console
+    from hfrelease.demo.paths import default_build_dir, default_quant_python
+
+    out = out or default_build_dir()
+    quant_python = quant_python or default_quant_python(os.environ)
+    from hfrelease.demo.build import build_demo_family
+
+    with Status("building the demo family", console=err_console) as status:
+
+        def progress(message: str) -> None:
+            status.update(message)
+            err_console.print(f"  {message}")
+
+        artifacts = build_demo_family(out, quant_python=quant_python, progress=progress)
+    for artifact_id, path in artifacts.items():
+        err_console.print(f"  {artifact_id:<14} {path}")
+    err_console.print(f"[green]✓[/] demo family ready in {out}")

@@ -1,0 +1,431 @@
+"""The release manifest (`model_cards/<family>/release.toml`) as frozen, typed values.
+
+Each class mirrors one TOML table; the names are the manifest's keys. Field-level format rules (ids,
+Hub repo ids, URLs, environment names) live here as validators; rules that relate several parts of the
+manifest (a draft's target exists, one reference per family, files exist) live in `references.py`,
+because they must be checked even when some other field is malformed, to report everything in one go.
+Once `load_manifest` returns a `Manifest`, the rest of hfrelease trusts it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from hfrelease.redact import SECRET_NAME
+
+SCHEMA_VERSION = 1
+
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+# The Hub's own rule (huggingface_hub.utils.validate_repo_id) plus a mandatory namespace: every repo
+# hfrelease reads or writes is "owner/name".
+_REPO_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
+_VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*([.+-]?[A-Za-z0-9.]+)?$")
+_LANGUAGE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$")
+_LICENSE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
+
+
+def _slug(value: str) -> str:
+    if not _SLUG.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid id: use 1-64 lowercase letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+def repo_id_problem(value: str) -> str | None:
+    """Why `value` is not a valid Hub repo id of the form owner/name, or None when it is."""
+    if "://" in value or value.startswith(("http:", "https:", "www.")):
+        return f"{value!r} is a URL, not a Hub repo id (write it as owner/name)"
+    parts = value.split("/")
+    if len(parts) != 2:
+        return f"{value!r} is not a Hub repo id of the form owner/name"
+    if len(value) > 96:
+        return f"{value!r} is longer than the Hub's 96-character limit"
+    for part in parts:
+        if not _REPO_PART.match(part) or ".." in part or "--" in part or part.endswith((".", "-")):
+            return (
+                f"{value!r} is not a valid Hub repo id: each part uses letters, digits, '.', '_' "
+                "or '-', without '..' or '--', and neither starts nor ends with '.' or '-'"
+            )
+    if value.endswith(".git"):
+        return f"{value!r} must not end with .git"
+    return None
+
+
+def _repo_id(value: str) -> str:
+    problem = repo_id_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def endpoint_problem(value: str) -> str | None:
+    """Endpoints must be https; plain http is allowed only for a server on this machine (tests, local Hub)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return f"{value!r} is not a URL"
+    if parts.scheme == "https" and parts.hostname:
+        return None
+    if parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost", "::1"}:
+        return None
+    return f"{value!r} must be an https:// URL (http:// only for 127.0.0.1/localhost)"
+
+
+def _https_url(value: str) -> str:
+    problem = endpoint_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _relative_path(value: str) -> str:
+    if not value or "\x00" in value:
+        raise ValueError("must be a non-empty path")
+    return value
+
+
+def _env(value: dict[str, str]) -> dict[str, str]:
+    bad = [k for k in value if not _ENV_NAME.match(k)]
+    if bad:
+        raise ValueError(f"not valid environment variable names: {', '.join(map(repr, bad))}")
+    # Credentials come from the environment or the token file at run time, never from a committed
+    # manifest (they would end up in ledger records and cards).
+    secret = [k for k in value if SECRET_NAME.search(k)]
+    if secret:
+        raise ValueError(
+            f"{', '.join(secret)} {'looks like a secret' if len(secret) == 1 else 'look like secrets'}: "
+            "never put credentials in the manifest; export them where hfrelease runs"
+        )
+    return value
+
+
+def _version(value: str) -> str:
+    if not _VERSION.match(value):
+        raise ValueError(f"{value!r} is not a release version such as 1.3 or 2.0.1")
+    return value
+
+
+def _language(value: str) -> str:
+    if not _LANGUAGE.match(value):
+        raise ValueError(f"{value!r} is not an ISO 639 language code such as 'en' or 'zh'")
+    return value
+
+
+def _license(value: str) -> str:
+    if not _LICENSE.match(value):
+        raise ValueError(f"{value!r} is not a Hub license id such as 'apache-2.0' or 'mit'")
+    return value
+
+
+Slug = Annotated[str, AfterValidator(_slug)]
+RepoId = Annotated[str, AfterValidator(_repo_id)]
+HttpsUrl = Annotated[str, AfterValidator(_https_url)]
+RelPath = Annotated[str, AfterValidator(_relative_path)]
+EnvMap = Annotated[dict[str, str], AfterValidator(_env)]
+Version = Annotated[str, AfterValidator(_version)]
+Language = Annotated[str, AfterValidator(_language)]
+License = Annotated[str, AfterValidator(_license)]
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class Table(BaseModel):
+    """Base of every manifest table: frozen, unknown keys refused, no silent type coercion."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class Author(Table):
+    name: str = Field(min_length=1)
+    handle: str | None = None  # Hub user name, e.g. NullSense
+    bibtex: str | None = None  # the name as BibTeX should print it, e.g. Pe{\v{c}}iukonis, Matas
+    orcid: str | None = None
+
+
+class Citation(Table):
+    key: str = Field(pattern=r"^[A-Za-z0-9_:.-]+$")
+    title: str = Field(min_length=1)
+    year: int = Field(ge=1900, le=2200)
+    url: HttpsUrl | None = None
+    note: str | None = None
+
+
+class Family(Table):
+    name: Slug
+    display_name: str = Field(min_length=1)
+    base_model: RepoId
+    base_revision: str | None = None
+    owner: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    license: License
+    languages: list[Language] = Field(min_length=1)
+    authors: list[Author] = Field(min_length=1)
+    citation: Citation
+    version: Version
+    collection: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    pipeline_tag: str = "text-generation"
+
+
+class Serve(Table):
+    """`vllm serve` settings: `[serve]` holds the family's defaults, `[artifact.serve]` overrides them."""
+
+    args: list[str] | None = None  # extra `vllm serve` arguments, appended after the defaults'
+    env: EnvMap | None = None  # merged over the defaults' (e.g. VLLM_ATTENTION_BACKEND = "TRITON_ATTN")
+    plugin: RelPath | None = None  # directory of an out-of-tree vLLM plugin (pip install --no-deps)
+    reasoning_parser: str | None = None
+    tool_call_parser: str | None = None
+    enable_auto_tool_choice: bool | None = None
+    trust_remote_code: bool | None = None  # off unless said
+    max_model_len: PositiveInt | None = None
+    kv_cache_dtype: str | None = None
+    dtype: str | None = None
+    enforce_eager: bool | None = None
+    startup_timeout: Annotated[float, Field(gt=0, le=7200)] | None = None  # seconds
+
+    @model_validator(mode="after")
+    def _args_do_not_shadow_keys(self) -> Serve:
+        owned = {
+            "--host": "hfrelease chooses a free port on 127.0.0.1",
+            "--port": "hfrelease chooses a free port on 127.0.0.1",
+            "--trust-remote-code": "use trust_remote_code = true",
+            "--speculative-config": "declare it in [[speculative]] and name it in a workload",
+            "--reasoning-parser": "use reasoning_parser",
+            "--tool-call-parser": "use tool_call_parser",
+            "--max-model-len": "use max_model_len",
+            "--kv-cache-dtype": "use kv_cache_dtype",
+            "--api-key": "never pass credentials as arguments",
+        }
+        for arg in self.args or []:
+            flag = arg.split("=", 1)[0]
+            if flag in owned:
+                raise ValueError(f"args must not contain {flag}: {owned[flag]}")
+        return self
+
+
+class Source(Table):
+    """Where an artifact's files are: a local directory, or a Hub repo at a pinned commit."""
+
+    path: RelPath | None = None
+    hub: RepoId | None = None
+    revision: str | None = None
+
+    @model_validator(mode="after")
+    def _one_place(self) -> Source:
+        if (self.path is None) == (self.hub is None):
+            raise ValueError("give exactly one of path (a local directory) or hub (a Hub repo id)")
+        if self.hub is not None and (self.revision is None or not _COMMIT_SHA.match(self.revision)):
+            raise ValueError("a Hub source needs revision = the 40-character commit sha it is pinned to")
+        if self.path is not None and self.revision is not None:
+            raise ValueError("revision applies only to a Hub source")
+        return self
+
+
+class Quantization(Table):
+    scheme: str = Field(min_length=1)  # FP8_DYNAMIC, NVFP4, NVFP4A16, W8A8, or a named mix
+    format: str = "compressed-tensors"
+    tool: str = Field(min_length=1)  # e.g. llmcompressor
+    tool_version: str = Field(min_length=1)
+    modifier: str | None = None  # e.g. QuantizationModifier
+    targets: list[str] = Field(default_factory=lambda: ["Linear"])
+    ignore: list[str] = Field(default_factory=list)
+    data_free: bool = True
+    calibration: str | None = None  # dataset and sample count when not data-free
+    recipe: RelPath | None = None  # a recipe file shipped beside the manifest, for mixed schemes
+    notes: str | None = None
+
+
+SpecMethod = Literal["ngram", "eagle3", "eagle", "draft_model", "mtp"]
+
+
+class Draft(Table):
+    target: Slug  # artifact id of the verifier the head was trained against
+    method: Literal["eagle3", "eagle", "draft_model", "mtp"]
+    num_speculative_tokens: Annotated[int, Field(ge=1, le=16)]
+    aux_hidden_state_layer_ids: list[NonNegInt] | None = None
+    draft_vocab_size: PositiveInt | None = None
+    trained_with: str | None = None
+
+
+ArtifactKind = Literal["reference", "quant", "draft"]
+
+
+class Artifact(Table):
+    id: Slug
+    kind: ArtifactKind
+    repo: RepoId
+    title: str | None = None
+    publish: bool = True  # false for a reference published by someone else (e.g. the vendor's bf16)
+    source: Source
+    serve: Serve | None = None
+    quantization: Quantization | None = None
+    draft: Draft | None = None
+    files: list[RelPath] = Field(default_factory=list)  # train_command.txt, val_metrics.json, ...
+    citation: Citation | None = None
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> Artifact:
+        if self.kind == "quant" and self.quantization is None:
+            raise ValueError("a quant artifact needs a [artifact.quantization] table")
+        if self.kind != "quant" and self.quantization is not None:
+            raise ValueError(f"[artifact.quantization] applies to quant artifacts, not {self.kind}")
+        if self.kind == "draft" and self.draft is None:
+            raise ValueError("a draft artifact needs a [artifact.draft] table (target, method, ...)")
+        if self.kind != "draft" and self.draft is not None:
+            raise ValueError(f"[artifact.draft] applies to draft artifacts, not {self.kind}")
+        return self
+
+
+class Gate(Table):
+    """A quality gate: an lm-eval task, or a custom command / Python entry point."""
+
+    id: Slug
+    label: str | None = None  # how cards name it, e.g. "GSM8K"
+    task: str | None = None  # lm-eval task (or group) name
+    task_dir: RelPath | None = None  # local lm-eval task YAMLs (include_path)
+    command: list[str] | None = None  # custom gate: argv, handed --base-url/--model/--out
+    entry_point: str | None = Field(default=None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    api: Literal["chat", "completions"] = "chat"  # local-chat-completions or local-completions
+    mode: Literal["thinking", "non-thinking"]
+    limit: PositiveInt | None = None  # samples per task (per subtask for groups)
+    max_tokens: PositiveInt  # generation budget
+    seed: int = 1234
+    num_fewshot: NonNegInt | None = None
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.0
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    metric: str = Field(min_length=1)  # e.g. "exact_match,strict-match"
+    higher_is_better: bool = True
+    margin: Annotated[float, Field(ge=0.0)]  # allowed drop against the reference (non-inferiority)
+    floor: float | None = None  # absolute minimum, when set
+    max_truncated: Fraction = 0.05  # above this share of cut-off/empty answers the run is void
+    num_concurrent: PositiveInt = 8
+    artifacts: list[Slug] | None = None  # default: every reference and quant artifact
+    description: str | None = None
+
+    @model_validator(mode="after")
+    def _one_harness(self) -> Gate:
+        given = [name for name in ("task", "command", "entry_point") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of task (an lm-eval task), command or entry_point (a custom gate); "
+                f"got {', '.join(given) or 'none'}"
+            )
+        if self.command is not None and not self.command:
+            raise ValueError("command must not be empty")
+        return self
+
+
+class Speculative(Table):
+    """A speculative-decoding configuration that workloads compare (`none` is always available)."""
+
+    id: Slug
+    method: SpecMethod
+    num_speculative_tokens: Annotated[int, Field(ge=1, le=16)]
+    draft: Slug | None = None  # the draft artifact, for eagle3 / eagle / draft_model / mtp
+    prompt_lookup_min: PositiveInt | None = None  # ngram only
+    prompt_lookup_max: PositiveInt | None = None  # ngram only
+
+    @model_validator(mode="after")
+    def _method_fields(self) -> Speculative:
+        if self.id == "none":
+            raise ValueError("'none' is reserved for serving without speculation")
+        if self.method == "ngram":
+            if self.draft is not None:
+                raise ValueError("ngram speculation takes no draft artifact")
+            if self.prompt_lookup_max is None:
+                raise ValueError("ngram speculation needs prompt_lookup_max")
+            if self.prompt_lookup_min is not None and self.prompt_lookup_min > self.prompt_lookup_max:
+                raise ValueError("prompt_lookup_min must not exceed prompt_lookup_max")
+        else:
+            if self.draft is None:
+                raise ValueError(f"{self.method} speculation needs draft = the id of a draft artifact")
+            if self.prompt_lookup_min is not None or self.prompt_lookup_max is not None:
+                raise ValueError("prompt_lookup_min/max apply to ngram speculation only")
+        return self
+
+
+class Workload(Table):
+    """A speed anchor: a prompt set served at given concurrencies under several speculative configs."""
+
+    id: Slug
+    label: str | None = None
+    prompts: RelPath  # JSONL prompt set
+    output_len: PositiveInt
+    thinking: bool = False
+    concurrency: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
+    speculative: list[Slug] = Field(default_factory=lambda: ["none"], min_length=1)
+    repeats: PositiveInt = 3
+    warmups: NonNegInt = 2
+    num_prompts: PositiveInt | None = None
+    artifacts: list[Slug] | None = None  # default: every reference and quant artifact
+    description: str | None = None
+
+
+class Publish(Table):
+    tag: str = "v{version}"  # placeholders: {version}, {family}
+    pr: bool = False  # stop after staging each repo as a pull request, for human review
+    collection: str | None = None  # collection title (or slug) the family's repos are added to
+    endpoint: HttpsUrl = "https://huggingface.co"
+    private: bool = False
+
+    @model_validator(mode="after")
+    def _tag_template(self) -> Publish:
+        import string
+
+        try:
+            names = {f for _, f, _, _ in string.Formatter().parse(self.tag) if f is not None}
+        except ValueError as exc:
+            raise ValueError(f"tag template {self.tag!r} is malformed: {exc}") from None
+        unknown = names - {"version", "family"}
+        if unknown:
+            raise ValueError(f"tag template may use {{version}} and {{family}} only, not {sorted(unknown)}")
+        rendered = self.tag.replace("{version}", "1.0").replace("{family}", "f")
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$", rendered) or ".." in rendered:
+            raise ValueError(f"tag template {self.tag!r} does not make a valid git tag name")
+        return self
+
+
+class Manifest(Table):
+    """A whole family: the value every later stage (eval, render, bundle, publish) starts from."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    family: Family
+    serve: Serve = Field(default_factory=Serve)
+    artifact: list[Artifact] = Field(min_length=1)
+    gate: list[Gate] = Field(default_factory=list)
+    speculative: list[Speculative] = Field(default_factory=list)
+    workload: list[Workload] = Field(default_factory=list)
+    publish: Publish = Field(default_factory=Publish)
+    # Set by the loader, not by the TOML: the directory relative paths are resolved against.
+    _root: Path = PrivateAttr(default_factory=Path)
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    def artifact_by_id(self, artifact_id: str) -> Artifact:
+        for artifact in self.artifact:
+            if artifact.id == artifact_id:
+                return artifact
+        raise KeyError(artifact_id)
+
+    @property
+    def reference(self) -> Artifact:
+        return next(a for a in self.artifact if a.kind == "reference")
+
+    def resolve(self, relative: str) -> Path:
+        """A manifest path made absolute against the manifest's directory."""
+        return (self.root / relative).resolve()
+
+    def tag_name(self) -> str:
+        return self.publish.tag.format(version=self.family.version, family=self.family.name)

@@ -1,0 +1,43 @@
+"""Secret redaction: one place that decides what a credential looks like and hides it.
+
+Everything hfrelease prints, logs or records goes through `redact` (error messages, ledger records'
+environment and serve commands, subprocess echoes), so a token pasted into the wrong field, or present in
+the environment, never shows up in output, logs, cards or uploads.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+
+REDACTED = "***"
+
+# Shapes of well-known credentials: Hugging Face user/org tokens, GitHub tokens, OpenAI-style keys,
+# bearer headers. Matching by shape catches a token that reached a string through any path.
+_TOKEN_SHAPES = re.compile(
+    r"(hf_[A-Za-z0-9]{16,}|api_org_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
+    r"|sk-[A-Za-z0-9_-]{20,}|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{12,})"
+)
+# Environment variables whose values are secrets whatever they look like.
+SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL)", re.I)
+
+
+def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
+    """Values of secret-named variables in `env` (default: os.environ), longest first."""
+    source = os.environ if env is None else env
+    values = {v for k, v in source.items() if SECRET_NAME.search(k) and len(v) >= 6}
+    return sorted(values, key=len, reverse=True)
+
+
+def redact(text: str, extra: Iterable[str] = ()) -> str:
+    """`text` with every token-shaped string, secret environment value and `extra` value replaced."""
+    for value in [*extra, *secret_values()]:
+        if value:
+            text = text.replace(value, REDACTED)
+    return _TOKEN_SHAPES.sub(REDACTED, text)
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of `env` with secret-named variables' values replaced (the names stay: they are useful)."""
+    return {k: (REDACTED if SECRET_NAME.search(k) else redact(v)) for k, v in env.items()}

@@ -1,0 +1,111 @@
+"""`hfrelease init`: scaffold a new family directory with a commented release.toml that `check` accepts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hfrelease.errors import ConfigError, ConfigProblem, HfreleaseError
+from hfrelease.manifest import MANIFEST_NAME, load_manifest
+from hfrelease.manifest.model import repo_id_problem
+from hfrelease.resources import templates_dir
+
+_SAMPLE_PROMPTS = [
+    "Explain what a model card is in two sentences.",
+    "Write a haiku about quantization.",
+    "List three things to check before publishing a model.",
+    "What is speculative decoding? Answer briefly.",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FamilySpec:
+    """What `hfrelease init` asks for; everything else in the scaffold is a commented default."""
+
+    name: str
+    base_model: str
+    owner: str
+    display_name: str | None = None
+    license: str = "apache-2.0"
+    languages: tuple[str, ...] = ("en",)
+    author: str | None = None
+    year: int = field(default_factory=lambda: dt.date.today().year)
+
+
+def _toml(value: object) -> str:
+    # JSON strings and arrays of strings are valid TOML basic strings and arrays.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def render_manifest(spec: FamilySpec) -> str:
+    """The scaffold's release.toml text (a pure function of `spec`)."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates_dir()),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # noqa: S701 - TOML, not HTML; every value goes through the `toml` filter
+    )
+    env.filters["toml"] = _toml
+    display = spec.display_name or spec.base_model.split("/")[-1]
+    key = re.sub(r"[^a-z0-9]", "", spec.owner.lower()) + str(spec.year) + re.sub(r"[^a-z0-9]", "", spec.name)
+    return env.get_template("init/release.toml.j2").render(
+        name=spec.name,
+        display_name=display,
+        base_model=spec.base_model,
+        owner=spec.owner,
+        license=spec.license,
+        languages=list(spec.languages),
+        author=spec.author or spec.owner,
+        citation_key=key,
+        year=spec.year,
+    )
+
+
+def scaffold_family(directory: Path, spec: FamilySpec, *, force: bool = False) -> list[Path]:
+    """Create `directory` with release.toml, sections/, results/, prompts/ and checkpoints/; return the files.
+
+    Refuses to overwrite an existing release.toml unless `force`. The written manifest is loaded back
+    before returning, so a scaffold that `hfrelease check` would reject is never left behind.
+    """
+    problems = []
+    if not re.match(r"^[a-z0-9][a-z0-9._-]{0,63}$", spec.name):
+        problems.append(ConfigProblem(location="--name", message=f"{spec.name!r} is not a valid family id "
+                                      "(lowercase letters, digits, '.', '_' or '-')"))
+    problem = repo_id_problem(spec.base_model)
+    if problem:
+        problems.append(ConfigProblem(location="--base-model", message=problem))
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", spec.owner):
+        problems.append(
+            ConfigProblem(location="--owner", message=f"{spec.owner!r} is not a Hub user or organization name")
+        )
+    if problems:
+        raise ConfigError("hfrelease init", problems)
+    manifest = directory / MANIFEST_NAME
+    if manifest.exists() and not force:
+        raise HfreleaseError(f"{manifest} already exists", hint="Pass --force to overwrite it.")
+    text = render_manifest(spec)
+    written: list[Path] = []
+    for sub in ("sections", "results", "prompts", "checkpoints/reference"):
+        (directory / sub).mkdir(parents=True, exist_ok=True)
+    files = {
+        manifest: text,
+        directory / "sections" / "limitations.md": "- Evaluated on English prompts only.\n",
+        directory / "results" / ".gitkeep": "",
+        directory / "prompts" / "chat.jsonl": "".join(json.dumps({"prompt": p}) + "\n" for p in _SAMPLE_PROMPTS),
+        directory / "checkpoints" / "reference" / "README.txt": (
+            "Put the reference model's files here (config.json, *.safetensors, tokenizer files),\n"
+            "or point [[artifact]].source at a Hub repo pinned to a commit.\n"
+        ),
+    }
+    for path, content in files.items():
+        if path.exists() and path != manifest:
+            continue
+        path.write_text(content, encoding="utf-8")
+        written.append(path)
+    load_manifest(manifest)  # the scaffold must pass `hfrelease check`
+    return written
