@@ -66,16 +66,14 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool) -> None:
 
 
 def _show(manifest: Manifest, path: Path) -> None:
-    from rich.table import Table
-
-    from hfrelease.cli.output import out_console
+    from hfrelease.cli.output import make_table, out_console
 
     family = manifest.family
     out_console.print(
         f"[bold]{family.display_name}[/] ({family.name} v{family.version}) — {path} — "
         f"base {family.base_model}, tag {manifest.tag_name()}"
     )
-    artifacts = Table("artifact", "kind", "repo", "source", "details", title="Artifacts", title_justify="left")
+    artifacts = make_table("artifact", "kind", "repo", "source", "details", title="Artifacts")
     for a in manifest.artifact:
         source = a.source.path if a.source.path else f"{a.source.hub}@{(a.source.revision or '')[:10]}"
         if a.quantization:
@@ -87,7 +85,7 @@ def _show(manifest: Manifest, path: Path) -> None:
         artifacts.add_row(a.id, a.kind, a.repo + ("" if a.publish else " (not published)"), source, details)
     out_console.print(artifacts)
     if manifest.gate:
-        gates = Table("gate", "harness", "mode", "n", "budget", "metric", "margin", title="Gates", title_justify="left")
+        gates = make_table("gate", "harness", "mode", "n", "budget", "metric", "margin", title="Gates")
         for g in manifest.gate:
             harness = g.task or (" ".join(g.command) if g.command else g.entry_point) or ""
             gates.add_row(
@@ -95,8 +93,9 @@ def _show(manifest: Manifest, path: Path) -> None:
             )
         out_console.print(gates)
     if manifest.workload:
-        loads = Table("workload", "prompts", "out", "thinking", "concurrency", "speculative",
-                      title="Workloads", title_justify="left")
+        loads = make_table(
+            "workload", "prompts", "out", "thinking", "concurrency", "speculative", title="Workloads"
+        )
         for w in manifest.workload:
             loads.add_row(
                 w.id, w.prompts, str(w.output_len), "on" if w.thinking else "off",

@@ -398,7 +398,7 @@ class Publish(Table):
 class Manifest(Table):
     """A whole family: the value every later stage (eval, render, bundle, publish) starts from."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = 1  # SCHEMA_VERSION; a Literal default must be spelled out for mypy
     family: Family
     serve: Serve = Field(default_factory=Serve)
     artifact: list[Artifact] = Field(min_length=1)

@@ -1,0 +1,165 @@
+"""The command line: help, check on the shipped manifests, init, the stages not built yet, error handling."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hfrelease.cli import main
+from hfrelease.errors import ExitCode
+
+COMMANDS = ["check", "eval", "render", "bundle", "publish", "release", "init"]
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    captured = capsys.readouterr()
+    code = exit_info.value.code
+    return (code if isinstance(code, int) else 1), captured.out, captured.err
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """`hfrelease --help` names each pipeline command and the exit codes."""
+    code, out, _ = run(["--help"], capsys)
+    assert code == 0
+    for command in COMMANDS:
+        assert command in out
+    assert "3 bad manifest" in out
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_subcommand_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every subcommand answers --help."""
+    code, out, _ = run([command, "--help"], capsys)
+    assert code == 0
+    assert "Usage:" in out
+
+
+@pytest.mark.allow_subprocess
+@pytest.mark.parametrize("args", [["--help"], ["eval", "--help"], ["check", "--help"], ["demo", "build", "--help"]])
+def test_help_imports_nothing_heavy(args: list[str]) -> None:
+    """--help answers without importing vLLM, lm-eval, torch, transformers or matplotlib."""
+    probe = (
+        "import sys\n"
+        "from hfrelease.cli import main\n"
+        f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in ('vllm', 'lm_eval', 'torch', 'transformers', 'matplotlib', 'pydantic')"
+        " if m in sys.modules)\n"
+        "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    assert "HEAVY=\n" in result.stderr or result.stderr.rstrip().endswith("HEAVY="), result.stderr
+
+
+def test_check_accepts_the_flagship(repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The Nanbeige manifest of the seeds is valid and declares its five artifacts."""
+    code, out, _ = run(["check", "--json", str(repo_root / "model_cards" / "nanbeige4.2-3b")], capsys)
+    assert code == 0
+    report = json.loads(out)
+    assert report["ok"] is True
+    assert [a["id"] for a in report["artifacts"]] == [
+        "bf16", "fp8-dynamic", "nvfp4-fp8-loopshield", "nvfp4a16", "eagle3",
+    ]
+    assert report["gates"] == ["gsm8k", "gpqa-diamond", "ifeval", "mmlu-pro", "bbh"]
+    assert report["tag"] == "v1.3"
+
+
+def test_check_table_output(fixture_family: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --json, check prints the artifacts, gates and workloads for people."""
+    code, out, err = run(["check", str(fixture_family)], capsys)
+    assert code == 0
+    assert "tester/Fixture-1M-FP8-Dynamic" in out
+    assert "Gates" in out and "Workloads" in out
+    assert "1 manifest valid" in err
+
+
+def test_check_reports_each_manifest(fixture_family: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Several manifests: each reported, exit 3 when any is invalid."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text("schema_version = 1\n")
+    code, out, _ = run(["check", "--json", str(fixture_family), str(bad)], capsys)
+    assert code == ExitCode.CONFIG
+    reports = json.loads(out)
+    assert [r["ok"] for r in reports] == [True, False]
+    assert {p["location"] for p in reports[1]["problems"]} >= {"family", "artifact"}
+
+
+def test_init_scaffold_passes_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A scaffolded family is accepted by check and carries the values given."""
+    target = tmp_path / "mymodel"
+    code, _, err = run(
+        ["init", str(target), "--name", "mymodel-7b", "--base-model", "acme/MyModel-7B", "--owner", "me",
+         "--language", "en", "--language", "fr"],
+        capsys,
+    )
+    assert code == 0, err
+    assert (target / "sections" / "limitations.md").is_file()
+    code, out, _ = run(["check", "--json", str(target)], capsys)
+    assert code == 0
+    report = json.loads(out)
+    assert report["family"] == "mymodel-7b"
+    text = (target / "release.toml").read_text()
+    assert 'languages = ["en", "fr"]' in text
+    assert 'base_model = "acme/MyModel-7B"' in text
+
+
+def test_init_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """init leaves an existing release.toml alone unless --force."""
+    args = ["init", str(tmp_path), "--name", "x", "--base-model", "a/b", "--owner", "me"]
+    assert run(args, capsys)[0] == 0
+    (tmp_path / "release.toml").write_text("# mine\n")
+    code, _, err = run(args, capsys)
+    assert code == ExitCode.INTERNAL
+    assert "already exists" in err and "--force" in err
+    assert (tmp_path / "release.toml").read_text() == "# mine\n"
+    assert run([*args, "--force"], capsys)[0] == 0
+
+
+def test_init_rejects_bad_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Bad init options are all named at once, before anything is written."""
+    code, _, err = run(
+        ["init", str(tmp_path / "f"), "--name", "Bad Name", "--base-model", "https://x/y", "--owner", "me"], capsys
+    )
+    assert code == ExitCode.CONFIG
+    assert "--name" in err and "--base-model" in err
+    assert not (tmp_path / "f").exists()
+
+
+@pytest.mark.parametrize("command", ["eval", "render", "bundle", "publish", "release"])
+def test_unbuilt_stages_say_so(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Stages whose issues have not landed exit 8 and say which issue builds them."""
+    code, _, err = run([command], capsys)
+    assert code == ExitCode.NOT_BUILT
+    assert "not built yet" in err
+
+
+def test_unknown_option_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown option is Click's usage error (2)."""
+    code, _, err = run(["check", "--frobnicate"], capsys)
+    assert code == ExitCode.USAGE
+    assert "No such option" in err
+
+
+def test_internal_error_without_traceback(
+    monkeypatch: pytest.MonkeyPatch, fixture_family: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bug prints one line and the debug hint; HFRELEASE_DEBUG=1 lets the traceback through."""
+    import hfrelease.manifest as manifest_pkg
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(manifest_pkg, "load_manifest", broken)
+    monkeypatch.delenv("HFRELEASE_DEBUG", raising=False)
+    code, _, err = run(["check", str(fixture_family)], capsys)
+    assert code == ExitCode.INTERNAL
+    assert "internal error: RuntimeError: boom" in err and "HFRELEASE_DEBUG=1" in err
+    assert "Traceback" not in err
+    monkeypatch.setenv("HFRELEASE_DEBUG", "1")
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["check", str(fixture_family)])
