@@ -90,6 +90,18 @@ class EnvironmentProblem(HfreleaseError):
     exit_code = ExitCode.ENVIRONMENT
 
 
+class ArtifactError(HfreleaseError):
+    """An artifact's files cannot be hashed as declared: missing, no weights, or a link leaving the directory."""
+
+    exit_code = ExitCode.CONFIG
+
+
+class LedgerError(HfreleaseError):
+    """A ledger record on disk cannot be trusted: unreadable, renamed, or its samples file does not match."""
+
+    exit_code = ExitCode.MEASUREMENT_FAILED
+
+
 class NotBuiltError(HfreleaseError):
     """A pipeline stage whose command exists but whose implementation has not landed yet."""
 

@@ -19,8 +19,12 @@ _TOKEN_SHAPES = re.compile(
     r"(hf_[A-Za-z0-9]{16,}|api_org_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
     r"|sk-[A-Za-z0-9_-]{20,}|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{12,})"
 )
-# Environment variables whose values are secrets whatever they look like.
-SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL)", re.I)
+# Environment variables whose values are secrets whatever they look like. Matched as whole words of the
+# name (HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY) so that TOKENIZERS_PARALLELISM or MAX_TOKENS,
+# which are settings worth recording, are not hidden.
+SECRET_NAME = re.compile(
+    r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|API_?KEY|PRIVATE_KEY|ACCESS_KEY|AUTH)(_|$)", re.I
+)
 
 
 def secret_values(env: Mapping[str, str] | None = None) -> list[str]:

@@ -13,7 +13,7 @@ import sys
 import click
 
 from hfrelease import __version__
-from hfrelease.cli import check, demo, hub, init, stages
+from hfrelease.cli import check, demo, hub, init, publish, stages
 from hfrelease.errors import ExitCode, HfreleaseError
 
 DEBUG_VARIABLE = "HFRELEASE_DEBUG"
@@ -46,8 +46,8 @@ for command in (
     check.check,
     stages.eval_,
     stages.render,
-    stages.bundle,
-    stages.publish,
+    publish.bundle,
+    publish.publish,
     stages.release,
     init.init,
     demo.demo,

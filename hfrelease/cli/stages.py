@@ -43,27 +43,6 @@ def render(manifest: Path, diff: bool, as_json: bool) -> None:
 
 @click.command()
 @_MANIFEST
-@click.option("--out", type=click.Path(path_type=Path), help="Write the bundles here instead of a temp dir.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
-def bundle(manifest: Path, out: Path | None, as_json: bool) -> None:
-    """Plan the files each repo will hold, with a MANIFEST of sha256 and size."""
-    raise NotBuiltError("bundle", "publish issue")
-
-
-@click.command()
-@_MANIFEST
-@click.option("--hub", default="https://huggingface.co", show_default=True,
-              help="Hub endpoint, or `local` for the built-in Hub.")
-@click.option("--dry-run", is_flag=True, help="Show the plan per repo; push nothing (default without a token).")
-@click.option("--pr", is_flag=True, help="Stop after staging every repo as a pull request.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan and outcome as JSON on stdout.")
-def publish(manifest: Path, hub: str, dry_run: bool, pr: bool, as_json: bool) -> None:
-    """Push every repo of the family in one atomic, tagged commit each: all or nothing."""
-    raise NotBuiltError("publish", "publish issue")
-
-
-@click.command()
-@_MANIFEST
 @click.option("--hub", default="local", show_default=True, help="Hub endpoint, or `local` for the built-in Hub.")
 @click.option("--tag", help="The git tag being released; must equal the manifest's release tag.")
 def release(manifest: Path, hub: str, tag: str | None) -> None:

