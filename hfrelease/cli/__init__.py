@@ -13,7 +13,7 @@ import sys
 import click
 
 from hfrelease import __version__
-from hfrelease.cli import check, demo, hub, init, publish, stages
+from hfrelease.cli import check, demo, eval, hub, init, publish, stages
 from hfrelease.errors import ExitCode, HfreleaseError
 
 DEBUG_VARIABLE = "HFRELEASE_DEBUG"
@@ -44,7 +44,7 @@ def cli(ctx: click.Context, verbose: int) -> None:
 
 for command in (
     check.check,
-    stages.eval_,
+    eval.eval_,
     stages.render,
     publish.bundle,
     publish.publish,

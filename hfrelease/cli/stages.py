@@ -15,23 +15,6 @@ from hfrelease.errors import NotBuiltError
 _MANIFEST = click.argument("manifest", type=click.Path(path_type=Path), default=Path())
 
 
-@click.command("eval")
-@_MANIFEST
-@click.option("--artifact", "artifacts", multiple=True, help="Evaluate only this artifact id (repeatable).")
-@click.option("--gate", "gates", multiple=True, help="Run only this gate id (repeatable).")
-@click.option("--endpoint", help="Attach to a running OpenAI-compatible vLLM server instead of starting one.")
-@click.option("--force", is_flag=True, help="Re-measure even when a matching result is recorded.")
-@click.option("--dry-run", is_flag=True, help="Print every vllm serve and lm-eval invocation; start nothing.")
-@click.option("--speed/--no-speed", default=True, help="Also run the speed anchors (workloads).")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
-def eval_(
-    manifest: Path, artifacts: tuple[str, ...], gates: tuple[str, ...], endpoint: str | None,
-    force: bool, dry_run: bool, speed: bool, as_json: bool,
-) -> None:
-    """Serve every artifact with vLLM, run its gates and speed anchors, record results in the ledger."""
-    raise NotBuiltError("eval", "eval issue (serving, lm-eval gates, ledger)")
-
-
 @click.command()
 @_MANIFEST
 @click.option("--diff", is_flag=True, help="Show what changed against the last render.")

@@ -257,7 +257,9 @@ class Draft(Table):
     trained_with: str | None = None
 
 
-ArtifactKind = Literal["reference", "quant", "draft"]
+# variant: another checkpoint of the reference model that is neither a quant nor a draft (a fine-tune,
+# an earlier training step): gated like a quant, described by `description`.
+ArtifactKind = Literal["reference", "quant", "variant", "draft"]
 
 
 class Artifact(Table):
@@ -265,6 +267,7 @@ class Artifact(Table):
     kind: ArtifactKind
     repo: RepoId
     title: str | None = None
+    description: str | None = None  # one line saying what the artifact is, shown in cards
     publish: bool = True  # false for a reference published by someone else (e.g. the vendor's bf16)
     source: Source
     serve: Serve | None = None
@@ -309,7 +312,7 @@ class Gate(Table):
     floor: float | None = None  # absolute minimum, when set
     max_truncated: Fraction = 0.05  # above this share of cut-off/empty answers the run is void
     num_concurrent: PositiveInt = 8
-    artifacts: list[Slug] | None = None  # default: every reference and quant artifact
+    artifacts: list[Slug] | None = None  # default: every artifact that is not a draft
     description: str | None = None
 
     @model_validator(mode="after")
@@ -367,7 +370,7 @@ class Workload(Table):
     repeats: PositiveInt = 3
     warmups: NonNegInt = 2
     num_prompts: PositiveInt | None = None
-    artifacts: list[Slug] | None = None  # default: every reference and quant artifact
+    artifacts: list[Slug] | None = None  # default: every artifact that is not a draft
     description: str | None = None
 
 

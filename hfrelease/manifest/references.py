@@ -116,7 +116,7 @@ def _artifact_references(data: Mapping[str, Any]) -> list[ConfigProblem]:
             elif artifacts[target].get("kind") == "draft":
                 problems.append(
                     ConfigProblem(location=where, message=f"{target!r} is itself a draft; a draft's target "
-                                  "must be a reference or quant artifact")
+                                  "must be a reference, quant or variant artifact")
                 )
             elif target == item.get("id"):
                 problems.append(ConfigProblem(location=where, message="a draft cannot target itself"))
@@ -158,7 +158,7 @@ def _selection_references(data: Mapping[str, Any]) -> list[ConfigProblem]:
     artifacts = _ids(data, "artifact")
     artifact_ids = list(artifacts)
     speculative_ids = [*_ids(data, "speculative"), "none"]
-    servable = [i for i, a in artifacts.items() if a.get("kind") in ("reference", "quant")]
+    servable = [i for i, a in artifacts.items() if a.get("kind") in ("reference", "quant", "variant")]
     for table in ("gate", "workload"):
         for index, item in _entries(data, table):
             chosen = item.get("artifacts")
@@ -173,7 +173,7 @@ def _selection_references(data: Mapping[str, Any]) -> list[ConfigProblem]:
                         problems.append(
                             ConfigProblem(
                                 location=where,
-                                message=f"{name!r} is a draft: {table}s run on reference and quant "
+                                message=f"{name!r} is a draft: {table}s run on reference, quant and variant "
                                 "artifacts (a draft is measured through a speculative config)",
                             )
                         )

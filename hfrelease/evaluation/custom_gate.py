@@ -1,0 +1,115 @@
+"""Custom gates: what lm-eval does not cover (judged summarization, rewrite taxonomies, JSON parse rates).
+
+A custom gate is a command or a Python entry point handed the running server's URL and model name. It
+returns (a command: writes to the file given by `--out`) JSON of this shape:
+
+    {"metrics": {"json_valid_rate": 0.97},            # the gate's metric must be among them
+     "stderr":  {"json_valid_rate": 0.017},           # optional
+     "samples": [{"id": "17", "score": 1.0,           # per-sample outcome of the gate's metric
+                  "truncated": false, "empty": false, "response": "..."}]}
+
+Command arguments appended by hfrelease: `--base-url URL --model NAME --out FILE --max-tokens N --seed N
+--mode thinking|non-thinking` and `--limit N` when the gate sets one. A leading `python`/`python3` runs
+with hfrelease's own interpreter; relative paths are relative to the manifest's directory (the cwd).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hfrelease import shell
+from hfrelease.errors import MeasurementError
+from hfrelease.evaluation.lm_eval_gate import GateRun
+from hfrelease.manifest import Gate
+
+
+def custom_gate_argv(gate: Gate, *, base_url: str, model: str, out: Path) -> list[str]:
+    """The exact command line a command gate runs with (shown by --dry-run too)."""
+    assert gate.command is not None
+    argv = list(gate.command)
+    if argv[0] in ("python", "python3"):
+        argv[0] = sys.executable
+    argv += ["--base-url", base_url, "--model", model, "--out", str(out), "--max-tokens", str(gate.max_tokens),
+             "--seed", str(gate.seed), "--mode", gate.mode]
+    if gate.limit is not None:
+        argv += ["--limit", str(gate.limit)]
+    return argv
+
+
+def run_custom_gate(
+    gate: Gate, *, base_url: str, model: str, cwd: Path, echo: Callable[[str], None] | None = None
+) -> GateRun:
+    """Run a command or entry-point gate against the server and parse what it reports."""
+    if gate.entry_point is not None:
+        module_name, _, function_name = gate.entry_point.partition(":")
+        if str(cwd) not in sys.path:
+            sys.path.insert(0, str(cwd))  # entry points may live beside the manifest
+        function = getattr(importlib.import_module(module_name), function_name)
+        report = function(base_url=base_url, model=model, limit=gate.limit, max_tokens=gate.max_tokens,
+                          seed=gate.seed, mode=gate.mode)
+        return parse_report(gate, report)
+    with tempfile.TemporaryDirectory(prefix="hfrelease-gate-") as tmp:
+        out = Path(tmp) / "report.json"
+        shell.run(custom_gate_argv(gate, base_url=base_url, model=model, out=out), cwd=cwd, echo=echo,
+                  error=MeasurementError, what=f"custom gate {gate.id!r}",
+                  hint="Run the command above by hand against the server to see why it failed.")
+        try:
+            report = json.loads(out.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise MeasurementError(f"custom gate {gate.id!r} wrote no valid JSON report to --out: {exc}") from None
+    return parse_report(gate, report)
+
+
+def parse_report(gate: Gate, report: Any) -> GateRun:
+    """Validate a custom gate's report and turn it into a GateRun; a malformed report is a void measurement."""
+    if not isinstance(report, dict) or not isinstance(report.get("metrics"), dict):
+        raise MeasurementError(f"custom gate {gate.id!r} reported no 'metrics' object")
+    metrics = report["metrics"]
+    value = metrics.get(gate.metric)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise MeasurementError(
+            f"custom gate {gate.id!r} reported no finite {gate.metric!r} (it reported: {', '.join(map(str, metrics))})"
+        )
+    stderr_map = report.get("stderr") if isinstance(report.get("stderr"), dict) else {}
+    raw_samples = report.get("samples", [])
+    if not isinstance(raw_samples, list):
+        raise MeasurementError(f"custom gate {gate.id!r}: 'samples' must be a list")
+    samples: list[dict[str, Any]] = []
+    for index, sample in enumerate(raw_samples):
+        if not isinstance(sample, dict) or not isinstance(sample.get("score"), int | float):
+            raise MeasurementError(f"custom gate {gate.id!r}: samples[{index}] needs an id and a numeric score")
+        samples.append(
+            {
+                "doc_id": str(sample.get("id", index)),
+                "score": float(sample["score"]),
+                "truncated": bool(sample.get("truncated", False)),
+                "empty": bool(sample.get("empty", False)),
+                "response": str(sample.get("response", ""))[:2000],
+            }
+        )
+    all_metrics: dict[str, dict[str, float | None]] = {}
+    for name, metric_value in metrics.items():
+        if isinstance(metric_value, int | float) and not isinstance(metric_value, bool):
+            err = stderr_map.get(name) if stderr_map else None
+            all_metrics[str(name)] = {
+                "value": float(metric_value), "stderr": float(err) if isinstance(err, int | float) else None,
+            }
+    stderr = all_metrics[gate.metric]["stderr"]
+    return GateRun(
+        value=float(value),
+        stderr=stderr,
+        metrics=all_metrics,
+        samples=samples,
+        n=len(samples),
+        truncated=sum(s["truncated"] for s in samples),
+        empty=sum(s["empty"] for s in samples),
+        requests=len(samples),
+        task_hash=None,
+    )

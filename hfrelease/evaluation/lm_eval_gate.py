@@ -1,0 +1,273 @@
+"""Run one lm-eval gate against a running OpenAI-compatible vLLM server, through lm-eval's Python API.
+
+lm-eval's own `local-chat-completions` / `local-completions` models do the requests; hfrelease subclasses
+them only to observe what lm-eval drops: each response's `finish_reason` (a gate whose answers were cut
+off is a failed measurement, not a low score), empty `content` (a reasoning model that spent its whole
+budget thinking), and progress for the live view. Values are taken from lm-eval's own results dict, so
+the number recorded is the number lm-eval reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from hfrelease.errors import MeasurementError
+from hfrelease.manifest import Gate
+
+Progress = Callable[[int, int], None]  # (requests done, requests total)
+RESPONSE_EXCERPT = 2000  # characters of each response kept in the ledger
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateRun:
+    """What one gate measured: lm-eval's numbers plus the per-sample outcomes behind them."""
+
+    value: float
+    stderr: float | None
+    metrics: dict[str, dict[str, float | None]]
+    samples: list[dict[str, Any]]
+    n: int
+    truncated: int
+    empty: int
+    requests: int
+    task_hash: str | None
+    lm_eval: dict[str, Any] = field(default_factory=dict)  # lm-eval's results, configs, versions, n-samples
+
+
+@dataclass
+class _Observer:
+    """Collects, from every response, whether it was cut off or empty (thread-safe: lm-eval is async)."""
+
+    total: int = 0
+    done: int = 0
+    on_progress: Progress | None = None
+    finish: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def seen(self, text: str | None, finish_reason: str | None) -> None:
+        with self.lock:
+            self.done += 1
+            self.finish[text or ""].append(finish_reason or "")
+            if self.on_progress:
+                self.on_progress(self.done, self.total)
+
+    def started(self, total: int) -> None:
+        with self.lock:
+            self.total += total
+            if self.on_progress:
+                self.on_progress(self.done, self.total)
+
+
+@cache
+def _model_classes() -> tuple[type[Any], type[Any]]:
+    """lm-eval model classes that report to an `_Observer` (built lazily: lm-eval is a heavy import)."""
+    from lm_eval.models.api_models import LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER as NONE_PLACEHOLDER
+    from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI
+
+    class ObservedChat(LocalChatCompletion):  # type: ignore[misc]
+        observer: _Observer
+
+        def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
+            self.observer.started(len(requests))
+            return list(super().generate_until(requests, disable_tqdm=True))
+
+        def parse_generations(self, outputs: dict[str, Any] | list[dict[str, Any]], **kwargs: Any) -> list[str]:
+            parsed: list[str | None] = super().parse_generations(outputs, **kwargs)
+            choices = [
+                c for out in (outputs if isinstance(outputs, list) else [outputs])
+                for c in sorted(out.get("choices", []), key=lambda c: c.get("index", 0))
+            ]
+            for text, choice in zip(parsed, choices, strict=False):
+                # Keyed by the text lm-eval will log as the response (None becomes its placeholder), so
+                # each sample can be matched with its finish_reason afterwards.
+                self.observer.seen(NONE_PLACEHOLDER if text is None else text, choice.get("finish_reason"))
+            return parsed  # type: ignore[return-value]
+
+    class ObservedCompletions(LocalCompletionsAPI):  # type: ignore[misc]
+        observer: _Observer
+
+        def _loglikelihood_tokens(self, requests: list[Any], **kwargs: Any) -> list[tuple[float, bool]]:
+            self.observer.started(len(requests))
+            return list(super()._loglikelihood_tokens(requests, **kwargs))
+
+        def parse_logprobs(self, outputs: Any, tokens: Any = None, ctxlens: Any = None, **kwargs: Any) -> Any:
+            result = super().parse_logprobs(outputs, tokens=tokens, ctxlens=ctxlens, **kwargs)
+            for _ in result:
+                self.observer.seen("loglikelihood", "stop")
+            return result
+
+        def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
+            self.observer.started(len(requests))
+            return list(super().generate_until(requests, disable_tqdm=True))
+
+        def parse_generations(self, outputs: Any, **kwargs: Any) -> list[str]:
+            parsed: list[str] = super().parse_generations(outputs, **kwargs)
+            for out in outputs if isinstance(outputs, list) else [outputs]:
+                for choice in out.get("choices", []):
+                    self.observer.seen(choice.get("text"), choice.get("finish_reason"))
+            return parsed
+
+    return ObservedChat, ObservedCompletions
+
+
+def _none_placeholder() -> str:
+    from lm_eval.models.api_models import LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER
+
+    return str(LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER)
+
+
+def generation_kwargs(gate: Gate) -> dict[str, Any]:
+    """The request settings every generation of the gate carries (thinking switch included)."""
+    kwargs: dict[str, Any] = {"max_tokens": gate.max_tokens, "temperature": gate.temperature}
+    if gate.top_p is not None:
+        kwargs["top_p"] = gate.top_p
+    if gate.api == "chat":
+        kwargs["chat_template_kwargs"] = {"enable_thinking": gate.mode == "thinking"}
+    return kwargs
+
+
+def split_metric(metric: str) -> tuple[str, str]:
+    """lm-eval names a value "metric,filter" (e.g. exact_match,strict-match); no filter means "none"."""
+    name, _, filter_key = metric.partition(",")
+    return name, filter_key or "none"
+
+
+def sample_hash(samples: Sequence[Mapping[str, Any]]) -> str:
+    """lm-eval's task hash (EvaluationTracker.save_results_aggregated): sha256 of the concatenated
+    doc/prompt/target hashes of the samples, so a record can be matched against lm-eval's own files."""
+    joined = "".join(str(s["doc_hash"]) + str(s["prompt_hash"]) + str(s["target_hash"]) for s in samples)
+    return hashlib.sha256(joined.encode("utf-8")).hexdigest()
+
+
+def run_lm_eval_gate(
+    gate: Gate,
+    *,
+    base_url: str,
+    model: str,
+    task_dir: Path | None,
+    tokenizer: str | None,
+    on_progress: Progress | None = None,
+) -> GateRun:
+    """Run `gate` (an lm-eval task) against the server at `base_url` serving `model`.
+
+    `tokenizer` is a local tokenizer directory (needed for log-likelihood tasks, and so that nothing is
+    fetched from the Hub); None for chat gates, which send text and need none.
+    """
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    assert gate.task is not None
+    chat_cls, completions_cls = _model_classes()
+    observer = _Observer(on_progress=on_progress)
+    common: dict[str, Any] = {
+        "model": model,
+        "num_concurrent": gate.num_concurrent,
+        "max_retries": 3,
+        "seed": gate.seed,
+        "max_gen_toks": gate.max_tokens,
+        "timeout": 3600,
+    }
+    if tokenizer:
+        common |= {"tokenizer": tokenizer, "tokenizer_backend": "huggingface"}
+    else:
+        common |= {"tokenizer_backend": None}
+    if gate.api == "chat":
+        # think_end_token: without a reasoning parser the answer follows </think> in `content`.
+        lm = chat_cls(base_url=f"{base_url}/v1/chat/completions", think_end_token="</think>", **common)  # noqa: S106
+    else:
+        lm = completions_cls(base_url=f"{base_url}/v1/completions", tokenized_requests=False, **common)
+    lm.observer = observer
+
+    task_manager = TaskManager(include_path=str(task_dir) if task_dir else None)
+    results = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=[gate.task],
+        num_fewshot=gate.num_fewshot,
+        limit=gate.limit,
+        gen_kwargs=generation_kwargs(gate),
+        task_manager=task_manager,
+        apply_chat_template=gate.api == "chat",
+        log_samples=True,
+        random_seed=gate.seed,
+        numpy_random_seed=gate.seed,
+        torch_random_seed=gate.seed,
+        fewshot_random_seed=gate.seed,
+        bootstrap_iters=1000,
+    )
+    if results is None:
+        raise MeasurementError(f"lm-eval returned no results for {gate.task}")
+    return _collect(gate, results, observer)
+
+
+def _collect(gate: Gate, results: dict[str, Any], observer: _Observer) -> GateRun:
+    metric_name, filter_key = split_metric(gate.metric)
+    task_results = results["results"]
+    headline = task_results.get(gate.task) or results.get("groups", {}).get(gate.task)
+    if headline is None or gate.metric not in headline:
+        available = sorted(k for k in (headline or {}) if "," in k and "_stderr" not in k)
+        raise MeasurementError(
+            f"lm-eval reported no {gate.metric!r} for task {gate.task!r} (it reported: {', '.join(available)})",
+            hint=f"Set gate {gate.id!r} metric to one of the names above.",
+        )
+    value = float(headline[gate.metric])
+    stderr_raw = headline.get(f"{metric_name}_stderr,{filter_key}")
+    stderr = float(stderr_raw) if isinstance(stderr_raw, int | float) else None
+    metrics: dict[str, dict[str, float | None]] = {}
+    for key, raw in headline.items():
+        if "," in key and "_stderr" not in key and isinstance(raw, int | float):
+            name, filt = split_metric(key)
+            err = headline.get(f"{name}_stderr,{filt}")
+            metrics[key] = {"value": float(raw), "stderr": float(err) if isinstance(err, int | float) else None}
+
+    all_samples: dict[str, list[dict[str, Any]]] = results.get("samples", {})
+    multi_task = len(all_samples) > 1
+    samples: list[dict[str, Any]] = []
+    truncated = empty = 0
+    pool = {text: list(reasons) for text, reasons in observer.finish.items()}
+    lm_samples: list[dict[str, Any]] = []
+    for task_name, task_samples in sorted(all_samples.items()):
+        for sample in task_samples:
+            if sample.get("filter") != filter_key:
+                continue
+            lm_samples.append(sample)
+            raw = sample.get("resps", [[None]])
+            response = raw[0][0] if raw and raw[0] else None
+            text = response if isinstance(response, str) else ""
+            reasons = pool.get(text) or pool.get("") or []
+            reason = reasons.pop(0) if reasons else ""
+            is_truncated = reason == "length"
+            is_empty = gate.api == "chat" and (not text.strip() or text == _none_placeholder())
+            truncated += is_truncated
+            empty += is_empty
+            score = sample.get(metric_name)
+            samples.append(
+                {
+                    "doc_id": f"{task_name}/{sample['doc_id']}" if multi_task else str(sample["doc_id"]),
+                    "score": float(score) if isinstance(score, int | float | bool) else 0.0,
+                    "truncated": is_truncated,
+                    "empty": is_empty,
+                    "response": text[:RESPONSE_EXCERPT],
+                    "target": str(sample.get("target"))[:200],
+                }
+            )
+    kept = {k: results.get(k) for k in ("versions", "n-shot", "n-samples", "higher_is_better", "group_subtasks")}
+    kept["results"] = {k: v for k, v in task_results.items()}
+    return GateRun(
+        value=value,
+        stderr=stderr,
+        metrics=metrics,
+        samples=samples,
+        n=len(samples),
+        truncated=truncated,
+        empty=empty,
+        requests=observer.done,
+        task_hash=sample_hash(lm_samples) if lm_samples else None,
+        lm_eval=kept,
+    )

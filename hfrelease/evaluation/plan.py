@@ -1,0 +1,203 @@
+"""What `hfrelease eval` will do, as data: one server per artifact, the gates to run on it, what is cached.
+
+Planning never starts a server or sends a request: `--dry-run` prints the plan, and a warm re-run whose
+every gate is already recorded for the same inputs finds nothing pending and starts nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hfrelease.errors import ConfigError, ConfigProblem
+from hfrelease.evaluation.custom_gate import custom_gate_argv
+from hfrelease.evaluation.lm_eval_gate import generation_kwargs
+from hfrelease.ledger.hashing import ContentHash, HashCache, hash_artifact
+from hfrelease.ledger.record import LedgerRecord, input_key
+from hfrelease.ledger.store import Ledger
+from hfrelease.manifest import Artifact, Gate, Manifest
+from hfrelease.serving.command import ServeCommand, build_serve_command
+
+# Gate fields that change how a measurement is judged, not what is measured: editing them re-judges the
+# recorded samples instead of re-running the gate.
+_JUDGEMENT_FIELDS = {"label", "description", "margin", "floor", "higher_is_better", "max_truncated", "artifacts",
+                     "num_concurrent"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateJob:
+    artifact_id: str
+    gate: Gate
+    input_key: str
+    recorded: LedgerRecord | None  # a matching "ok" record: not re-run unless forced
+
+    @property
+    def pending(self) -> bool:
+        return self.recorded is None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerJob:
+    """One artifact served once; every gate for it uses that server."""
+
+    artifact: Artifact
+    model_dir: Path | None  # local files; None when a Hub source is not downloaded (dry run)
+    content: ContentHash | None
+    public: ServeCommand  # the form a card prints (repo id, no host/port)
+    gates: tuple[GateJob, ...]
+
+    @property
+    def pending(self) -> tuple[GateJob, ...]:
+        return tuple(g for g in self.gates if g.pending)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalPlan:
+    manifest: Manifest
+    servers: tuple[ServerJob, ...]
+
+    @property
+    def pending(self) -> int:
+        return sum(len(s.pending) for s in self.servers)
+
+
+def gate_artifacts(manifest: Manifest, gate: Gate) -> list[str]:
+    """The artifacts a gate runs on: those it names, else every reference and quant artifact."""
+    if gate.artifacts is not None:
+        return list(gate.artifacts)
+    return [a.id for a in manifest.artifact if a.kind != "draft"]
+
+
+def _tree_hash(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def task_identity(manifest: Manifest, gate: Gate) -> dict[str, Any]:
+    """What identifies the task before it runs: its name, harness version, and local task files' content."""
+    from hfrelease.ledger.provenance import versions
+
+    identity: dict[str, Any] = {"task": gate.task, "command": gate.command, "entry_point": gate.entry_point}
+    if gate.task is not None:
+        identity["lm_eval"] = versions().get("lm_eval")
+    if gate.task_dir:
+        identity["task_dir"] = _tree_hash(manifest.resolve(gate.task_dir))
+    for arg in gate.command or []:
+        candidate = manifest.root / arg
+        if not arg.startswith("-") and candidate.is_file():
+            identity.setdefault("files", {})[arg] = hashlib.sha256(candidate.read_bytes()).hexdigest()
+    return identity
+
+
+def gate_input_key(manifest: Manifest, gate: Gate, *, content_sha256: str, public: ServeCommand) -> str:
+    """The key under which a gate's result is recorded: a change to any of these re-runs it."""
+    from hfrelease.ledger.provenance import versions
+
+    found = versions()
+    return input_key(
+        artifact=content_sha256,
+        gate=gate.model_dump(mode="json", exclude=_JUDGEMENT_FIELDS),
+        task=task_identity(manifest, gate),
+        serve=public.identity(),
+        harness={"vllm": found.get("vllm"), "lm_eval": found.get("lm_eval")},
+    )
+
+
+def resolve_model_dir(manifest: Manifest, artifact: Artifact, *, download: bool) -> Path | None:
+    """The artifact's local files: its path, or a Hub snapshot at the pinned revision (when allowed)."""
+    if artifact.source.path is not None:
+        return manifest.resolve(artifact.source.path)
+    if not download:
+        return None
+    from huggingface_hub import snapshot_download
+
+    assert artifact.source.hub is not None
+    return Path(snapshot_download(artifact.source.hub, revision=artifact.source.revision))
+
+
+def plan_eval(
+    manifest: Manifest,
+    *,
+    ledger: Ledger,
+    hash_cache: HashCache | None,
+    artifacts: Sequence[str] = (),
+    gates: Sequence[str] = (),
+    force: bool = False,
+    download: bool = True,
+    hasher: Callable[..., ContentHash] = hash_artifact,
+) -> EvalPlan:
+    """Which servers to start and which gates to run on each; recorded results are found by input key."""
+    known_artifacts = [a.id for a in manifest.artifact]
+    known_gates = [g.id for g in manifest.gate]
+    problems = [
+        ConfigProblem(location="--artifact", message=f"no artifact {name!r} (known: {', '.join(known_artifacts)})")
+        for name in artifacts if name not in known_artifacts
+    ] + [
+        ConfigProblem(location="--gate", message=f"no gate {name!r} (known: {', '.join(known_gates)})")
+        for name in gates if name not in known_gates
+    ]
+    if problems:
+        raise ConfigError("hfrelease eval", problems)
+    servers: list[ServerJob] = []
+    for artifact in manifest.artifact:
+        if artifact.kind == "draft" or (artifacts and artifact.id not in artifacts):
+            continue
+        chosen = [
+            g for g in manifest.gate if artifact.id in gate_artifacts(manifest, g) and (not gates or g.id in gates)
+        ]
+        if not chosen:
+            continue
+        model_dir = resolve_model_dir(manifest, artifact, download=download)
+        content = hasher(model_dir, cache=hash_cache) if model_dir is not None else None
+        public = build_serve_command(manifest, artifact, model=artifact.repo)
+        jobs = []
+        for gate in chosen:
+            key = gate_input_key(manifest, gate, content_sha256=content.sha256, public=public) if content else ""
+            recorded = None if force or not content else ledger.latest(key)
+            jobs.append(GateJob(artifact_id=artifact.id, gate=gate, input_key=key, recorded=recorded))
+        servers.append(ServerJob(artifact=artifact, model_dir=model_dir, content=content, public=public,
+                                 gates=tuple(jobs)))
+    return EvalPlan(manifest=manifest, servers=tuple(servers))
+
+
+def lm_eval_command(gate: Gate, *, base_url: str, model: str, task_dir: Path | None, tokenizer: str | None) -> str:
+    """The `lm_eval` command line equivalent to what hfrelease runs through the Python API (for --dry-run)."""
+    import json
+
+    if gate.api == "chat":
+        model_type, url = "local-chat-completions", f"{base_url}/v1/chat/completions"
+    else:
+        model_type, url = "local-completions", f"{base_url}/v1/completions"
+    model_args = f"base_url={url},model={model},num_concurrent={gate.num_concurrent},seed={gate.seed}"
+    model_args += f",tokenizer={tokenizer},tokenizer_backend=huggingface" if tokenizer else ",tokenizer_backend=None"
+    argv = ["lm_eval", "--model", model_type, "--model_args", model_args, "--tasks", str(gate.task),
+            "--gen_kwargs", json.dumps(generation_kwargs(gate), separators=(",", ":")), "--seed", str(gate.seed),
+            "--log_samples", "--output_path", "<run dir>"]
+    if gate.api == "chat":
+        argv.append("--apply_chat_template")
+    if gate.limit is not None:
+        argv += ["--limit", str(gate.limit)]
+    if gate.num_fewshot is not None:
+        argv += ["--num_fewshot", str(gate.num_fewshot)]
+    if task_dir is not None:
+        argv += ["--include_path", str(task_dir)]
+    return shlex.join(argv)
+
+
+def describe_gate(manifest: Manifest, job: GateJob, *, base_url: str, model: str, tokenizer: str | None) -> str:
+    """The exact invocation of one gate, as a shell line."""
+    gate = job.gate
+    if gate.task is not None:
+        task_dir = manifest.resolve(gate.task_dir) if gate.task_dir else None
+        return lm_eval_command(gate, base_url=base_url, model=model, task_dir=task_dir, tokenizer=tokenizer)
+    if gate.command is not None:
+        argv = custom_gate_argv(gate, base_url=base_url, model=model, out=Path("<run dir>/report.json"))
+        return f"(cd {shlex.quote(str(manifest.root))} && {shlex.join(argv)})"
+    return f"{sys.executable} -c 'import {gate.entry_point}' (entry point, called in-process)"

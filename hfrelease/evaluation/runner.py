@@ -1,0 +1,373 @@
+"""Carry out an `EvalPlan`: start each server once, run its pending gates, record each result at once.
+
+Every finished gate is in the ledger before the next one starts, so a crash, a dead server or Ctrl-C
+loses only the gate in flight, and a re-run measures only what is missing. Comparisons against the
+reference are made from recorded samples after all measuring is done.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from hfrelease import __version__
+from hfrelease.errors import ExitCode, HfreleaseError, MeasurementError
+from hfrelease.evaluation.comparison import Comparison, paired_comparison
+from hfrelease.evaluation.custom_gate import run_custom_gate
+from hfrelease.evaluation.lm_eval_gate import GateRun, generation_kwargs, run_lm_eval_gate
+from hfrelease.evaluation.plan import EvalPlan, GateJob, ServerJob, gate_input_key, resolve_model_dir
+from hfrelease.ledger.hashing import HashCache, hash_artifact
+from hfrelease.ledger.provenance import hardware, now_utc_iso, versions
+from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord
+from hfrelease.ledger.store import Ledger
+from hfrelease.manifest import Gate, Manifest
+from hfrelease.redact import redact_env
+from hfrelease.serving.command import ServeCommand, build_serve_command
+from hfrelease.serving.plugin import ensure_plugin
+from hfrelease.serving.process import VllmServer, check_identity, free_port
+
+Verdict = Literal["pass", "fail", "void", "reference", "no-reference"]
+
+
+class EvalEvents(Protocol):
+    """What the live view is told; every method is optional to act on."""
+
+    def server_state(self, artifact_id: str, state: str) -> None: ...
+    def gate_progress(self, artifact_id: str, gate_id: str, done: int, total: int) -> None: ...
+    def gate_finished(self, artifact_id: str, gate_id: str, summary: str) -> None: ...
+    def log(self, message: str) -> None: ...
+
+
+class NullEvents:
+    def server_state(self, artifact_id: str, state: str) -> None:
+        pass
+
+    def gate_progress(self, artifact_id: str, gate_id: str, done: int, total: int) -> None:
+        pass
+
+    def gate_finished(self, artifact_id: str, gate_id: str, summary: str) -> None:
+        pass
+
+    def log(self, message: str) -> None:
+        pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateRow:
+    """One line of the gate table: an artifact and a gate."""
+
+    artifact_id: str
+    gate_id: str
+    label: str
+    origin: Literal["measured", "recorded"]
+    status: Literal["ok", "void"]
+    value: float
+    stderr: float | None
+    n: int
+    truncated: int
+    empty: int
+    mode: str
+    verdict: Verdict
+    reason: str
+    comparison: Comparison | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {k: v for k, v in self.__dict__.items() if k != "comparison"}
+        if self.comparison is not None:
+            data["comparison"] = dict(self.comparison.__dict__)
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalReport:
+    rows: tuple[GateRow, ...]
+    servers_started: int
+    requests_sent: int
+    run_dir: Path
+    records: tuple[Path, ...] = field(default_factory=tuple)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if any(r.verdict == "void" for r in self.rows):
+            return ExitCode.MEASUREMENT_FAILED
+        if any(r.verdict == "fail" for r in self.rows):
+            return ExitCode.GATE_FAILED
+        return ExitCode.OK
+
+
+def vllm_executable() -> str:
+    """The `vllm` of the environment hfrelease runs in (the one the plugin is installed into)."""
+    beside = Path(sys.executable).with_name("vllm")
+    return str(beside) if beside.exists() else "vllm"
+
+
+def _route_lm_eval_logs(log_path: Path) -> None:
+    # lm-eval logs every request warning to the console; in a live view that is noise. Its log goes to
+    # the run directory instead, where it is kept with the server logs.
+    handler = logging.FileHandler(log_path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    for name in ("lm_eval", "lm-eval", "lm_eval.evaluator", "httpx"):
+        logger = logging.getLogger(name)
+        logger.handlers = [handler]
+        logger.propagate = False
+
+
+def run_eval(
+    plan: EvalPlan,
+    *,
+    ledger: Ledger,
+    run_dir: Path,
+    hash_cache: HashCache | None = None,
+    endpoint: str | None = None,
+    events: EvalEvents | None = None,
+    base_env: Mapping[str, str] | None = None,
+) -> EvalReport:
+    """Measure every pending gate of `plan`, record each, then judge every gate against the reference."""
+    events = events or NullEvents()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _route_lm_eval_logs(run_dir / "lm-eval.log")
+    manifest = plan.manifest
+    started = requests = 0
+    written: list[Path] = []
+    measured: dict[tuple[str, str], LedgerRecord] = {}
+    for job in plan.servers:
+        if not job.pending:
+            events.server_state(job.artifact.id, "recorded")
+            continue
+        if endpoint is not None:
+            check_identity(endpoint, job.artifact.repo)
+            events.server_state(job.artifact.id, f"attached {endpoint}")
+            n, paths = _run_gates(manifest, job, endpoint, None, None, ledger=ledger, events=events,
+                                  measured=measured)
+        else:
+            server, command = _start(manifest, job, run_dir=run_dir, events=events, base_env=base_env)
+            started += 1
+            try:
+                n, paths = _run_gates(manifest, job, server.endpoint.base_url, server, command, ledger=ledger,
+                                      events=events, measured=measured)
+            finally:
+                events.server_state(job.artifact.id, "stopping")
+                server.stop()
+                events.server_state(job.artifact.id, "stopped")
+        requests += n
+        written += paths
+    rows = judge(plan, ledger=ledger, measured=measured, hash_cache=hash_cache)
+    return EvalReport(rows=tuple(rows), servers_started=started, requests_sent=requests, run_dir=run_dir,
+                      records=tuple(written))
+
+
+def _start(
+    manifest: Manifest, job: ServerJob, *, run_dir: Path, events: EvalEvents, base_env: Mapping[str, str] | None
+) -> tuple[VllmServer, ServeCommand]:
+    artifact = job.artifact
+    assert job.model_dir is not None
+    port = free_port()
+    command = build_serve_command(manifest, artifact, model=str(job.model_dir), host="127.0.0.1", port=port,
+                                  vllm=vllm_executable())
+    if command.plugin:
+        events.server_state(artifact.id, "installing plugin")
+        ensure_plugin(manifest.resolve(command.plugin), echo=events.log)
+    server = VllmServer(command, log_path=run_dir / f"{artifact.id}.server.log", port=port, base_env=base_env)
+    events.server_state(artifact.id, "starting")
+    events.log(f"$ {command.display()}")
+    server.start()
+    try:
+        server.wait_until_ready(on_poll=lambda s: events.server_state(artifact.id, f"starting ({s:.0f} s)"))
+    except BaseException:
+        server.stop()
+        raise
+    events.server_state(artifact.id, f"ready in {server.ready_after or 0:.0f} s")
+    return server, command
+
+
+def _run_gates(
+    manifest: Manifest,
+    job: ServerJob,
+    base_url: str,
+    server: VllmServer | None,
+    command: ServeCommand | None,
+    *,
+    ledger: Ledger,
+    events: EvalEvents,
+    measured: dict[tuple[str, str], LedgerRecord],
+) -> tuple[int, list[Path]]:
+    requests = 0
+    written: list[Path] = []
+    model = job.artifact.repo
+    for gate_job in job.pending:
+        gate = gate_job.gate
+        aid = job.artifact.id
+        started_at, t0 = now_utc_iso(), time.monotonic()
+        events.gate_progress(aid, gate.id, 0, 0)
+        if server is not None:
+            server.arm()
+        try:
+            run = _measure(manifest, gate, base_url=base_url, model=model, model_dir=job.model_dir,
+                           on_progress=lambda d, t, a=aid, g=gate.id: events.gate_progress(a, g, d, t))
+        except KeyboardInterrupt:
+            if server is not None and server.died is not None:
+                raise server.died from None
+            raise
+        finally:
+            if server is not None:
+                server.disarm()
+        if server is not None:
+            server.check_alive()
+        requests += run.requests
+        record = _record(manifest, job, gate_job, run, command=command, base_url=base_url, started_at=started_at,
+                         duration=time.monotonic() - t0)
+        written.append(ledger.write(record))
+        measured[(aid, gate.id)] = record
+        summary = f"{run.value:.3f} (n={run.n})" if record.status == "ok" else f"void: {record.void_reason}"
+        events.gate_finished(aid, gate.id, summary)
+    return requests, written
+
+
+def _measure(
+    manifest: Manifest, gate: Gate, *, base_url: str, model: str, model_dir: Path | None,
+    on_progress: Any,
+) -> GateRun:
+    if gate.task is not None:
+        tokenizer = str(model_dir) if gate.api == "completions" and model_dir is not None else None
+        task_dir = manifest.resolve(gate.task_dir) if gate.task_dir else None
+        return run_lm_eval_gate(gate, base_url=base_url, model=model, task_dir=task_dir, tokenizer=tokenizer,
+                                on_progress=on_progress)
+    return run_custom_gate(gate, base_url=base_url, model=model, cwd=manifest.root)
+
+
+def _record(
+    manifest: Manifest, job: ServerJob, gate_job: GateJob, run: GateRun, *, command: ServeCommand | None,
+    base_url: str, started_at: str, duration: float,
+) -> LedgerRecord:
+    gate = gate_job.gate
+    assert job.content is not None
+    bad = run.truncated + run.empty
+    void_reason = None
+    if run.n == 0:
+        void_reason = "no samples were scored"
+    elif bad / run.n > gate.max_truncated:
+        void_reason = (
+            f"{run.truncated} of {run.n} answers were cut off by the {gate.max_tokens}-token budget and "
+            f"{run.empty} were empty (limit {gate.max_truncated:.0%}): raise max_tokens for gate {gate.id!r}"
+        )
+    argv = list(command.argv) if command else ["(attached)", base_url]
+    env = redact_env(dict(command.env)) if command else {}
+    return LedgerRecord(
+        kind="gate",
+        family=manifest.family.name,
+        artifact_id=job.artifact.id,
+        artifact_hash=job.content.sha256,
+        artifact_files=job.content.files,
+        subject_id=gate.id,
+        harness="lm-eval" if gate.task else "custom",
+        task=gate.task or gate.id,
+        task_hash=run.task_hash,
+        mode=gate.mode,
+        n=run.n,
+        seed=gate.seed,
+        generation={**generation_kwargs(gate), "limit": gate.limit, "num_fewshot": gate.num_fewshot,
+                    "api": gate.api},
+        metrics={k: Metric(value=v["value"] or 0.0, stderr=v["stderr"]) for k, v in run.metrics.items()},
+        samples=tuple(Sample.model_validate(s) for s in run.samples),
+        truncated=run.truncated,
+        empty=run.empty,
+        serve=ServeRecord(argv=tuple(argv), env=env, display=job.public.display()),
+        versions={**versions(), "hfrelease": __version__},
+        hardware=hardware(),
+        started_at=started_at,
+        duration_s=round(duration, 3),
+        input_key=gate_job.input_key,
+        extra={"metric": gate.metric, "value": run.value, "requests": run.requests, "lm_eval": run.lm_eval},
+        status="void" if void_reason else "ok",
+        void_reason=void_reason,
+    )
+
+
+def _scores(ledger: Ledger, record: LedgerRecord) -> dict[str, float]:
+    return {s.doc_id: s.score for s in ledger.load_samples(record)}
+
+
+def judge(
+    plan: EvalPlan,
+    *,
+    ledger: Ledger,
+    measured: Mapping[tuple[str, str], LedgerRecord],
+    hash_cache: HashCache | None,
+) -> list[GateRow]:
+    """Compare each artifact's gate result with the reference's, on the same samples."""
+    manifest = plan.manifest
+    reference = manifest.reference
+    rows: list[GateRow] = []
+    reference_records: dict[str, LedgerRecord | None] = {}
+    for job in plan.servers:
+        for gate_job in job.gates:
+            gate = gate_job.gate
+            record = measured.get((job.artifact.id, gate.id)) or gate_job.recorded
+            if record is None:
+                continue
+            origin: Literal["measured", "recorded"] = (
+                "measured" if (job.artifact.id, gate.id) in measured else "recorded"
+            )
+            metric = record.metrics.get(gate.metric)
+            raw_value = record.extra.get("value", metric.value if metric else None)
+            value = float(raw_value) if isinstance(raw_value, int | float) else float("nan")
+            base = GateRow(
+                artifact_id=job.artifact.id, gate_id=gate.id, label=gate.label or gate.id, origin=origin,
+                status=record.status, value=value, stderr=metric.stderr if metric else None, n=record.n,
+                truncated=record.truncated, empty=record.empty, mode=gate.mode, verdict="void",
+                reason=record.void_reason or "void",
+            )
+            if record.status == "void":
+                rows.append(base)
+                continue
+            if job.artifact.id == reference.id:
+                verdict: Verdict = "reference"
+                reason = "the reference"
+                if gate.floor is not None and not _meets_floor(value, gate):
+                    verdict, reason = "fail", f"below the floor {gate.floor:g}"
+                rows.append(replace(base, verdict=verdict, reason=reason))
+                continue
+            if gate.id not in reference_records:
+                reference_records[gate.id] = measured.get((reference.id, gate.id)) or _reference_record(
+                    manifest, gate, ledger=ledger, hash_cache=hash_cache)
+            ref = reference_records[gate.id]
+            if ref is None or ref.status != "ok":
+                rows.append(replace(base, verdict="no-reference",
+                                    reason=f"no valid reference result for {gate.id}: evaluate {reference.id}"))
+                continue
+            try:
+                comparison = paired_comparison(
+                    _scores(ledger, record), _scores(ledger, ref), margin=gate.margin,
+                    higher_is_better=gate.higher_is_better, floor=gate.floor, seed=gate.seed,
+                )
+            except MeasurementError as exc:
+                rows.append(replace(base, verdict="no-reference", reason=exc.message))
+                continue
+            rows.append(replace(base, verdict=comparison.verdict, reason=comparison.reason, comparison=comparison))
+    return rows
+
+
+def _meets_floor(value: float, gate: Gate) -> bool:
+    assert gate.floor is not None
+    return value >= gate.floor if gate.higher_is_better else value <= gate.floor
+
+
+def _reference_record(
+    manifest: Manifest, gate: Gate, *, ledger: Ledger, hash_cache: HashCache | None
+) -> LedgerRecord | None:
+    """The reference's recorded result for `gate` under the current inputs (not a stale one)."""
+    reference = manifest.reference
+    try:
+        model_dir = resolve_model_dir(manifest, reference, download=False)
+    except HfreleaseError:
+        return None
+    if model_dir is None:
+        return None
+    content = hash_artifact(model_dir, cache=hash_cache)
+    public = build_serve_command(manifest, reference, model=reference.repo)
+    return ledger.latest(gate_input_key(manifest, gate, content_sha256=content.sha256, public=public))

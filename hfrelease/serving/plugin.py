@@ -1,0 +1,61 @@
+"""Install a family's out-of-tree vLLM plugin (`pip install --no-deps`) before any server starts.
+
+vLLM loads plugins through the `vllm.general_plugins` entry-point group in every process it starts, so
+the plugin must be installed into the environment that runs `vllm serve`. Installing is skipped when the
+same plugin source (by content hash) is already installed there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from hfrelease import shell
+from hfrelease.errors import EnvironmentProblem
+
+_SKIP = {"__pycache__", ".git", "build", "dist"}
+
+
+def source_hash(plugin_dir: Path) -> str:
+    """sha256 over the plugin's files (path and content), ignoring build litter."""
+    digest = hashlib.sha256()
+    for path in sorted(plugin_dir.rglob("*")):
+        relative = path.relative_to(plugin_dir)
+        if path.is_file() and not (_SKIP & set(relative.parts)) and not relative.name.endswith(".egg-info"):
+            if any(part.endswith(".egg-info") for part in relative.parts):
+                continue
+            digest.update(relative.as_posix().encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def ensure_plugin(
+    plugin_dir: Path,
+    *,
+    python: str = sys.executable,
+    echo: Callable[[str], None] | None = None,
+    runner: shell.Runner | None = None,
+) -> bool:
+    """Install `plugin_dir` into `python`'s environment unless already there; True when it installed."""
+    if not (plugin_dir / "pyproject.toml").is_file() and not (plugin_dir / "setup.py").is_file():
+        raise EnvironmentProblem(
+            f"{plugin_dir} is not an installable package (no pyproject.toml or setup.py)",
+            hint="[serve].plugin must name the family's vllm_plugin/ package directory.",
+        )
+    stamp = Path(python).resolve().parent.parent / ".hfrelease-plugins" / f"{source_hash(plugin_dir)}.stamp"
+    if stamp.exists():
+        return False
+    # --no-build-isolation: the plugin builds with the setuptools already in the venv, so installing it
+    # needs no package index (CI and air-gapped GPU runners alike).
+    shell.run(
+        [python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", str(plugin_dir)],
+        echo=echo, error=EnvironmentProblem, what=f"installing the vLLM plugin {plugin_dir}",
+        hint="The plugin must be a pip-installable package; run the pip command above by hand to see why.",
+        runner=runner or subprocess.run,
+    )
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(str(plugin_dir) + "\n")
+    return True

@@ -1,0 +1,288 @@
+"""A running `vllm serve`: own process group, free port, bounded health wait, identity check, clean stop.
+
+Facts that shaped it (DESIGN.md): vLLM forks engine processes, and a SIGTERM during start-up can leave
+one behind, so the server runs in its own session and the whole group is stopped (SIGTERM, then
+SIGKILL). Start takes about a minute on a 2-core CPU, so the wait is bounded by the manifest's
+`startup_timeout` but a server that dies is reported within a second, with the cause read from its log.
+"""
+
+from __future__ import annotations
+
+import _thread
+import atexit
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from hfrelease.errors import ServerError
+from hfrelease.redact import redact
+from hfrelease.serving.command import ServeCommand
+from hfrelease.serving.diagnosis import Diagnosis, diagnose, read_tail
+
+HOST = "127.0.0.1"
+POLL_SECONDS = 0.5
+STOP_GRACE_SECONDS = 20.0
+
+# Every server this process started and has not stopped yet; stopped at interpreter exit too, so an
+# interrupted hfrelease leaves no engine behind.
+_LIVE: set[VllmServer] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def offline_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """`base` plus the variables that keep vLLM, transformers and datasets from reaching the Hub."""
+    env = dict(base)
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
+        env.setdefault(name, "1")
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    env.setdefault("DO_NOT_TRACK", "1")
+    return env
+
+
+def free_port(host: str = HOST) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerDiedError(ServerError):
+    """The server process exited while hfrelease needed it; carries the diagnosis and the log tail."""
+
+    def __init__(self, message: str, *, diagnosis: Diagnosis, tail: list[str], log_path: Path) -> None:
+        lines = "\n".join(f"    | {redact(line)}" for line in tail[-15:])
+        super().__init__(
+            f"{message}: {diagnosis.cause}"
+            + (f"\n  evidence: {redact(diagnosis.evidence)}" if diagnosis.evidence else "")
+            + f"\n  last lines of {log_path}:\n{lines}",
+            hint=diagnosis.advice[:1].upper() + diagnosis.advice[1:] + ".",
+        )
+        self.diagnosis = diagnosis
+        self.tail = tail
+        self.log_path = log_path
+
+
+def get_json(url: str, *, timeout: float) -> Any:
+    """GET a JSON document. A server that accepts the connection but never answers costs `timeout`."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback/user URL
+        return json.loads(response.read().decode("utf-8"))
+
+
+def served_models(base_url: str, *, timeout: float = 10.0) -> list[str]:
+    """The model ids an OpenAI-compatible server lists at /v1/models."""
+    try:
+        data = get_json(f"{base_url.rstrip('/')}/v1/models", timeout=timeout)
+    except (OSError, ValueError) as exc:
+        raise ServerError(
+            f"{base_url} did not answer /v1/models within {timeout:g} s: {exc}",
+            hint="Check that the URL is an OpenAI-compatible vLLM server and that it is up.",
+        ) from None
+    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+        raise ServerError(f"{base_url}/v1/models did not return an OpenAI model list")
+    return [str(item.get("id")) for item in data["data"] if isinstance(item, dict)]
+
+
+def check_identity(base_url: str, expected_model: str, *, timeout: float = 10.0) -> None:
+    """Refuse a server that does not serve `expected_model`: never talk to a stranger's server."""
+    models = served_models(base_url, timeout=timeout)
+    if expected_model not in models:
+        raise ServerError(
+            f"the server at {base_url} serves {', '.join(models) or 'no model'}, not {expected_model}: "
+            "refusing to measure it",
+            hint="Point --endpoint at a server started for this artifact (served model name = its repo id).",
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Endpoint:
+    """Where a ready server answers: the base URL and the model name it serves."""
+
+    base_url: str
+    model: str
+
+
+class VllmServer:
+    """One `vllm serve` process group. Use as a context manager: it is stopped however the block ends."""
+
+    def __init__(
+        self,
+        command: ServeCommand,
+        *,
+        log_path: Path,
+        base_env: Mapping[str, str] | None = None,
+        port: int,
+        host: str = HOST,
+        popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
+    ) -> None:
+        self.command = command
+        self.log_path = log_path
+        self.host = host
+        self.port = port
+        self._base_env = dict(os.environ if base_env is None else base_env)
+        self._popen = popen
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._watchdog: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._armed = threading.Event()
+        self.died: ServerDiedError | None = None
+        self.started_at: float | None = None
+        self.ready_after: float | None = None
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return Endpoint(base_url=f"http://{self.host}:{self.port}", model=self.command.served_model_name)
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def environment(self) -> dict[str, str]:
+        return {**offline_environment(self._base_env), **self.command.env}
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        self._log.write(f"$ {self.command.display()}\n".encode())
+        self._log.flush()
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        self.started_at = time.monotonic()
+        # start_new_session: the server and every engine process it forks share one process group,
+        # which stop() signals as a whole.
+        self._process = self._popen(
+            list(self.command.argv),
+            env=self.environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def wait_until_ready(self, *, timeout: float | None = None, on_poll: Callable[[float], None] | None = None) -> None:
+        """Block until /health answers and /v1/models lists the expected model; bounded by `timeout`."""
+        limit = self.command.startup_timeout if timeout is None else timeout
+        assert self._process is not None and self.started_at is not None, "start() first"
+        url = f"{self.endpoint.base_url}/health"
+        while True:
+            elapsed = time.monotonic() - self.started_at
+            code = self._process.poll()
+            if code is not None:
+                raise self._death(f"vLLM exited with code {code} before it became healthy", code)
+            try:
+                with urllib.request.urlopen(url, timeout=2.0) as response:  # noqa: S310 - loopback
+                    if response.status == 200:
+                        break
+            except (OSError, ValueError):
+                pass
+            if elapsed > limit:
+                tail = read_tail(self.log_path)
+                self.stop()
+                raise ServerError(
+                    f"vLLM did not become healthy within {limit:g} s (log: {self.log_path})\n"
+                    + "\n".join(f"    | {redact(line)}" for line in tail[-15:]),
+                    hint="Raise [serve].startup_timeout if the model is just slow to load; otherwise read the log.",
+                )
+            if on_poll:
+                on_poll(elapsed)
+            time.sleep(POLL_SECONDS)
+        self.ready_after = time.monotonic() - self.started_at
+        check_identity(self.endpoint.base_url, self.command.served_model_name)
+        self._watchdog = threading.Thread(target=self._watch, name=f"vllm-watchdog-{self.port}", daemon=True)
+        self._watchdog.start()
+
+    def arm(self) -> None:
+        """From now on, if the server dies, interrupt the main thread (a gate is waiting on it)."""
+        self._armed.set()
+
+    def disarm(self) -> None:
+        self._armed.clear()
+
+    def check_alive(self) -> None:
+        if self.died is not None:
+            raise self.died
+        if self._process is not None and self._process.poll() is not None:
+            raise self._death("vLLM exited", self._process.returncode)
+
+    def _watch(self) -> None:
+        process = self._process
+        assert process is not None
+        while not self._stopping.wait(POLL_SECONDS):
+            code = process.poll()
+            if code is not None and not self._stopping.is_set():
+                self.died = self._death(f"vLLM exited with code {code} while in use", code)
+                if self._armed.is_set():
+                    # The main thread is blocked inside lm-eval's request loop; interrupting it is the
+                    # only way to report the death within seconds instead of after lm-eval's retries.
+                    _thread.interrupt_main()
+                return
+
+    def _death(self, message: str, code: int | None) -> ServerDiedError:
+        if self._log:
+            self._log.flush()
+        time.sleep(0.2)  # let the dying engine finish writing its last lines
+        tail = read_tail(self.log_path)
+        return ServerDiedError(message, diagnosis=diagnose(tail, exit_code=code), tail=tail, log_path=self.log_path)
+
+    def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
+        """SIGTERM the whole process group, SIGKILL what is left after `grace` seconds; idempotent."""
+        self._stopping.set()
+        process = self._process
+        if process is not None:
+            pgid = process.pid  # the session leader's pid is the group id (start_new_session)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=grace)
+            # Engine processes may outlive the API server: whatever is left of the group goes now.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=10)
+            _reap_group(pgid)
+        if self._log and not self._log.closed:
+            self._log.close()
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+
+    def __enter__(self) -> VllmServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _reap_group(pgid: int, timeout: float = 10.0) -> None:
+    """Wait until no process of group `pgid` is left (killpg answers ESRCH)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            return
+        time.sleep(0.1)
+
+
+@atexit.register
+def stop_all() -> None:
+    """Stop every server still running (interrupts, crashes of hfrelease itself)."""
+    with _LIVE_LOCK:
+        servers = list(_LIVE)
+    for server in servers:
+        server.stop(grace=5.0)
