@@ -27,6 +27,17 @@ SECRET_NAME = re.compile(
 )
 
 
+# Secrets that reached hfrelease other than through the environment (a token read from huggingface_hub's
+# token file, or exchanged via OIDC in CI): once registered, every `redact` call hides them too.
+_REGISTERED: set[str] = set()
+
+
+def register_secret(value: str) -> None:
+    """Hide `value` in everything `redact` processes from now on (for secrets not held in os.environ)."""
+    if len(value) >= 6:
+        _REGISTERED.add(value)
+
+
 def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     """Values of secret-named variables in `env` (default: os.environ), longest first."""
     source = os.environ if env is None else env
@@ -36,7 +47,7 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
 
 def redact(text: str, extra: Iterable[str] = ()) -> str:
     """`text` with every token-shaped string, secret environment value and `extra` value replaced."""
-    for value in [*extra, *secret_values()]:
+    for value in [*extra, *sorted(_REGISTERED, key=len, reverse=True), *secret_values()]:
         if value:
             text = text.replace(value, REDACTED)
     return _TOKEN_SHAPES.sub(REDACTED, text)
