@@ -13,7 +13,7 @@ import sys
 import click
 
 from hfrelease import __version__
-from hfrelease.cli import check, demo, eval, hub, init, publish, stages
+from hfrelease.cli import check, demo, eval, hub, init, ledger, publish, stages
 from hfrelease.errors import ExitCode, HfreleaseError
 
 DEBUG_VARIABLE = "HFRELEASE_DEBUG"
@@ -52,6 +52,7 @@ for command in (
     init.init,
     demo.demo,
     hub.hub,
+    ledger.ledger,
 ):
     cli.add_command(command)
 

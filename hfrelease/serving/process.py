@@ -47,6 +47,8 @@ def offline_environment(base: Mapping[str, str]) -> dict[str, str]:
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
         env.setdefault(name, "1")
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    # vLLM compiles and caches kernels under VLLM_CACHE_ROOT; keep it with hfrelease's own caches.
+    env.setdefault("VLLM_CACHE_ROOT", str(Path.home() / ".cache" / "hfrelease" / "vllm"))
     env.setdefault("DO_NOT_TRACK", "1")
     return env
 

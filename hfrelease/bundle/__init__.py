@@ -1,0 +1,23 @@
+"""Bundle: the files each repo of a release will hold, with a MANIFEST of their sha256 and size (see `plan.py`)."""
+
+from hfrelease.bundle.manifest_file import MANIFEST_NAME, ManifestEntry, parse_manifest, render_manifest
+from hfrelease.bundle.output import write_bundle
+from hfrelease.bundle.plan import BundleFile, BundleRefusedError, FamilyBundle, Refusal, RepoBundle, bundle_family
+from hfrelease.bundle.plugin_check import PluginCheckError, PluginReport, check_plugin
+
+__all__ = [
+    "MANIFEST_NAME",
+    "BundleFile",
+    "BundleRefusedError",
+    "FamilyBundle",
+    "ManifestEntry",
+    "PluginCheckError",
+    "PluginReport",
+    "Refusal",
+    "RepoBundle",
+    "bundle_family",
+    "check_plugin",
+    "parse_manifest",
+    "render_manifest",
+    "write_bundle",
+]

@@ -1,0 +1,423 @@
+"""The bundle: for each published artifact, the exact files its Hub repo will hold, as data.
+
+Where an artifact's files come from:
+
+    <source dir>                        weights, config, tokenizer, generation config, recipe (by name)
+    <family>/<artifact-id>/             what `hfrelease render` wrote: README.md, CITATION.cff, plots/,
+                                        .eval_results/ (absent before the first render: noted, not fatal)
+    artifact.files                      declared extras (train_command.txt, val_metrics.json, ...)
+    [serve].plugin                      the vLLM plugin package, as vllm_plugin/ (checked: it installs
+                                        and registers with vLLM)
+    <family>/results/<artifact-id>/     the ledger records behind the card, as ledger/
+    MANIFEST                            sha256 and size of all of the above
+
+Everything is decided before anything is uploaded, and every refusal (a credential file, pickle weights,
+a link out of the directory, version control or cache directories, a file nobody declared, two files
+claiming one repo path) is reported in one go. Each file is hashed once, through the shared `HashCache`:
+the sha256 in MANIFEST is the one the upload hands to huggingface_hub, which then never reads the file
+to hash it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hfrelease.bundle import rules
+from hfrelease.bundle.manifest_file import MANIFEST_NAME, ManifestEntry, render_manifest
+from hfrelease.bundle.plugin_check import PluginChecker, PluginReport, check_plugin
+from hfrelease.errors import ExitCode, HfreleaseError
+from hfrelease.ledger.hashing import FileHash, HashCache, hash_files
+from hfrelease.ledger.store import Ledger
+from hfrelease.manifest import Artifact, Manifest
+
+RESERVED = (MANIFEST_NAME, ".gitattributes")  # the Hub's .gitattributes stays as the repo has it
+RENDERED = {"README.md": "card", "CITATION.cff": "citation"}
+RENDERED_DIRS = {"plots": (".png", ".svg", ".jpg", ".jpeg", ".webp"), ".eval_results": (".yaml", ".yml")}
+PLUGIN_PREFIX = "vllm_plugin/"
+LEDGER_PREFIX = "ledger/"
+
+SourceFetcher = Callable[[str, str], Path]  # (repo id, revision) -> local snapshot directory
+
+
+@dataclass(frozen=True, kw_only=True)
+class BundleFile:
+    """One file of a repo: where it goes, what it is, and where its bytes come from."""
+
+    path: str  # POSIX path inside the repo
+    size: int
+    sha256: str
+    role: str
+    source: Path | None = None  # the local file; None for generated content (MANIFEST)
+    content: bytes | None = field(default=None, repr=False)
+
+    def read(self) -> bytes:
+        if self.content is not None:
+            return self.content
+        if self.source is None:  # construction guarantees one of the two
+            raise ValueError(f"{self.path}: no content")
+        return self.source.read_bytes()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Refusal:
+    """A file that cannot be published, and what to do about it."""
+
+    artifact: str
+    path: str
+    reason: str
+    fix: str
+
+    def render(self) -> str:
+        return f"[{self.artifact}] {self.path}: {self.reason} ({self.fix})"
+
+
+class BundleRefusedError(HfreleaseError):
+    """Some files cannot go into a repo; carries every refusal found."""
+
+    exit_code = ExitCode.CONFIG
+
+    def __init__(self, refusals: Sequence[Refusal]) -> None:
+        self.refusals = tuple(refusals)
+        lines = "\n".join(f"  - {r.render()}" for r in self.refusals)
+        count = len(self.refusals)
+        super().__init__(
+            f"{count} file{'s' if count != 1 else ''} cannot be published:\n{lines}",
+            hint="Nothing was uploaded. Fix each file named above and run `hfrelease bundle` again.",
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepoBundle:
+    """What one repo will hold: every file (MANIFEST included), plus notes for the plan."""
+
+    artifact_id: str
+    repo: str
+    files: tuple[BundleFile, ...]  # sorted by path
+    content_hash: str  # sha256 of the weights, as ledger records and cards cite it
+    notes: tuple[str, ...] = ()
+    plugin: PluginReport | None = None
+
+    def file(self, path: str) -> BundleFile | None:
+        return next((f for f in self.files if f.path == path), None)
+
+    @property
+    def manifest(self) -> BundleFile:
+        found = self.file(MANIFEST_NAME)
+        if found is None:  # bundle_family always adds it
+            raise KeyError(MANIFEST_NAME)
+        return found
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FamilyBundle:
+    """Every repo of a release, and the release's settings publish needs."""
+
+    family: str
+    version: str
+    tag: str
+    owner: str
+    collection: str | None
+    private: bool
+    repos: tuple[RepoBundle, ...]
+    bytes_hashed: int | None  # bytes this bundle read to hash (None without a HashCache to count them)
+
+
+@dataclass
+class _Candidates:
+    """Files gathered for one artifact before hashing: repo path -> real local path."""
+
+    artifact: str
+    by_path: dict[str, tuple[Path, str]] = field(default_factory=dict)
+    refusals: list[Refusal] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def refuse(self, path: Path | str, reason: str, fix: str) -> None:
+        self.refusals.append(Refusal(artifact=self.artifact, path=str(path), reason=reason, fix=fix))
+
+    def add(self, repo_path: str, real: Path, role: str) -> None:
+        if repo_path in RESERVED:
+            self.refuse(real, f"would overwrite the repo's {repo_path}", "rename or remove the file")
+            return
+        if "\n" in repo_path or "\\" in repo_path:
+            self.refuse(real, "the name contains a newline or backslash", "rename the file")
+            return
+        existing = self.by_path.get(repo_path)
+        if existing is not None and existing[0] != real:
+            self.refuse(real, f"{existing[0]} already goes to {repo_path} in the repo", "keep only one of them")
+            return
+        self.by_path[repo_path] = (real, role)
+
+
+def bundle_family(
+    manifest: Manifest,
+    *,
+    cache: HashCache | None = None,
+    artifacts: Sequence[str] = (),
+    plugin_checker: PluginChecker | None = check_plugin,
+    source_fetcher: SourceFetcher | None = None,
+) -> FamilyBundle:
+    """Plan every published artifact's repo; raise `BundleRefusedError` listing every file that cannot go."""
+    chosen = [a for a in manifest.artifact if a.publish and (not artifacts or a.id in artifacts)]
+    unknown = set(artifacts) - {a.id for a in manifest.artifact}
+    if unknown:
+        raise HfreleaseError(f"no artifact {', '.join(sorted(unknown))} in the manifest", hint="See `hfrelease check`.")
+    read_before = cache.bytes_read if cache is not None else 0
+    plugins: dict[Path, PluginReport] = {}
+    gathered: list[tuple[Artifact, _Candidates, Path | None]] = []
+    for artifact in chosen:
+        candidates = _Candidates(artifact=artifact.id)
+        source_dir = _source_dir(manifest, artifact, candidates, source_fetcher)
+        plugin_dir = _gather(manifest, artifact, source_dir, candidates)
+        gathered.append((artifact, candidates, plugin_dir))
+    refusals = [r for _, c, _ in gathered for r in c.refusals]
+    if refusals:
+        raise BundleRefusedError(refusals)
+
+    repos = []
+    for artifact, candidates, plugin_dir in gathered:
+        plugin = None
+        if plugin_dir is not None and plugin_checker is not None:
+            if plugin_dir not in plugins:
+                files = [p.removeprefix(PLUGIN_PREFIX) for p in candidates.by_path if p.startswith(PLUGIN_PREFIX)]
+                plugins[plugin_dir] = plugin_checker(plugin_dir, sorted(files))
+            plugin = plugins[plugin_dir]
+        repos.append(_repo_bundle(manifest, artifact, candidates, cache, plugin))
+    return FamilyBundle(
+        family=manifest.family.name, version=manifest.family.version, tag=manifest.tag_name(),
+        owner=manifest.family.owner, collection=manifest.publish.collection or manifest.family.collection,
+        private=manifest.publish.private, repos=tuple(repos),
+        bytes_hashed=(cache.bytes_read - read_before) if cache is not None else None,
+    )  # fmt: skip
+
+
+def _source_dir(
+    manifest: Manifest, artifact: Artifact, candidates: _Candidates, fetcher: SourceFetcher | None
+) -> tuple[Path, Path] | None:
+    """(directory, link bound) of the artifact's checkpoint, downloading a Hub source if need be."""
+    source = artifact.source
+    if source.path is not None:
+        directory = manifest.resolve(source.path)
+        if not directory.is_dir():
+            candidates.refuse(directory, "the artifact's source directory does not exist", "build or fix source.path")
+            return None
+        return directory, directory
+    if source.hub is None or source.revision is None:  # the manifest's validator guarantees one or the other
+        return None
+    if fetcher is None:
+        from huggingface_hub import snapshot_download
+
+        def fetcher(repo: str, revision: str) -> Path:
+            return Path(snapshot_download(repo, revision=revision))
+
+    snapshot = fetcher(source.hub, source.revision)
+    # A cache snapshot's files link to ../../blobs/: the repo folder of the cache bounds them.
+    return snapshot, snapshot.resolve().parent.parent
+
+
+def _trust_remote_code(manifest: Manifest, artifact: Artifact) -> bool:
+    own = artifact.serve.trust_remote_code if artifact.serve else None
+    return bool(own if own is not None else manifest.serve.trust_remote_code)
+
+
+def _plugin_path(manifest: Manifest, artifact: Artifact) -> Path | None:
+    relative = (artifact.serve.plugin if artifact.serve else None) or manifest.serve.plugin
+    return manifest.resolve(relative) if relative else None
+
+
+def _gather(
+    manifest: Manifest, artifact: Artifact, source: tuple[Path, Path] | None, found: _Candidates
+) -> Path | None:
+    """Collect every candidate file of `artifact` into `found`; return its plugin directory, if any."""
+    declared = _declared(manifest, artifact, source[0] if source else None, found)
+    # Declared files already judged (accepted or refused) are not judged again by the directory walks.
+    claimed = {manifest.resolve(relative) for relative in artifact.files}
+    if source is not None:
+        directory, bound = source
+        trust = _trust_remote_code(manifest, artifact)
+        for rel, real in _walk(directory, bound, found):
+            if real in claimed:
+                continue
+            if _refused_name(rel, real, found):
+                continue
+            if rules.is_model_file(rel, trust_remote_code=trust):
+                found.add(rel, real, rules.role_of(rel))
+                claimed.add(real)
+                continue
+            root_rel = os.path.relpath(directory / rel, manifest.root)
+            found.refuse(
+                directory / rel, "not a model file and not declared",
+                f'add "{Path(root_rel).as_posix()}" to files of the [[artifact]] with id = "{artifact.id}" in '
+                "release.toml, or delete it",
+            )  # fmt: skip
+    _gather_rendered(manifest, artifact, found, claimed)
+    for real_path, repo_path in declared.items():
+        found.add(repo_path, real_path, rules.role_of(repo_path))
+    _gather_ledger(manifest, artifact, found)
+    plugin = _plugin_path(manifest, artifact)
+    if plugin is not None:
+        if not plugin.is_dir():
+            found.refuse(plugin, "the serve plugin directory does not exist", "fix [serve].plugin")
+            return None
+        for rel, real in _walk(plugin, plugin, found, plugin_tree=True):
+            if not _refused_name(rel, real, found):
+                found.add(PLUGIN_PREFIX + rel, real, "plugin")
+    return plugin
+
+
+def _declared(manifest: Manifest, artifact: Artifact, source: Path | None, found: _Candidates) -> dict[Path, str]:
+    """artifact.files: real path -> repo path (relative to the checkpoint when inside it, else the name)."""
+    declared: dict[Path, str] = {}
+    for relative in artifact.files:
+        real = manifest.resolve(relative)
+        if not real.is_file():
+            found.refuse(
+                manifest.root / relative, "declared in files but not a file", "create it, or drop it from files"
+            )
+            continue
+        if _refused_name(real.name, real, found):
+            continue
+        checkpoint = source.resolve() if source is not None else None
+        inside = checkpoint is not None and real.is_relative_to(checkpoint)
+        declared[real] = real.relative_to(checkpoint).as_posix() if inside and checkpoint else real.name
+    return declared
+
+
+def _gather_rendered(manifest: Manifest, artifact: Artifact, found: _Candidates, claimed: set[Path]) -> None:
+    directory = manifest.root / artifact.id
+    if not (directory / "README.md").is_file():
+        found.notes.append(
+            f"no rendered card at {directory / 'README.md'}: run `hfrelease render` first "
+            "(bundled without README.md, CITATION.cff, plots and .eval_results)"
+        )
+    if not directory.is_dir():
+        return
+    for rel, real in _walk(directory, directory, found):
+        if real in claimed or _refused_name(rel, real, found):
+            continue
+        first, _, rest = rel.partition("/")
+        if rel in RENDERED:
+            found.add(rel, real, RENDERED[rel])
+        elif rest and "/" not in rest and first in RENDERED_DIRS and rest.lower().endswith(RENDERED_DIRS[first]):
+            found.add(rel, real, rules.role_of(rel))
+        else:
+            found.refuse(
+                real, "in the rendered card directory but neither rendered output nor declared",
+                f'add it to files of the [[artifact]] with id = "{artifact.id}", or delete it',
+            )  # fmt: skip
+
+
+def _gather_ledger(manifest: Manifest, artifact: Artifact, found: _Candidates) -> None:
+    results = manifest.root / "results"
+    directory = results / artifact.id
+    if not directory.is_dir():
+        found.notes.append(f"no ledger records in {directory}: the card cites no measured results")
+        return
+    # Reading every record validates it (name matches content, schema ok): a damaged record never ships.
+    Ledger(results).records(artifact_id=artifact.id)
+    for path in sorted(directory.iterdir()):
+        if path.name.startswith(".") or not path.is_file():
+            continue  # an interrupted atomic write leaves a hidden temp file
+        if path.name.endswith((".json", ".samples.jsonl.gz")):
+            found.add(LEDGER_PREFIX + path.name, path.resolve(), "ledger-record")
+
+
+def _refused_name(rel: str, real: Path, found: _Candidates) -> bool:
+    """Refuse credentials, pickles and cache litter by name, and files that hold a pasted token."""
+    name = Path(rel).name
+    if rules.is_secret_name(name):
+        found.refuse(real, "looks like a credential file", "never publish secrets: move it out of the directory")
+    elif rules.is_pickle(name):
+        found.refuse(
+            real, "pickle-based weights run code when loaded and are never published",
+            "convert to safetensors (safetensors.torch.save_file) and delete the pickle",
+        )  # fmt: skip
+    elif rules.is_cache_file(name):
+        found.refuse(real, "a cache or editor file", "delete it")
+    elif real.stat().st_size <= rules.SCAN_LIMIT and rules.contains_token(name, real.read_bytes()):
+        found.refuse(real, "contains what looks like an access token", "remove the token from the file")
+    else:
+        return False
+    return True
+
+
+def _walk(root: Path, bound: Path, found: _Candidates, *, plugin_tree: bool = False) -> list[tuple[str, Path]]:
+    """(relative path, real path) of every file under `root`, refusing links out, VCS and cache dirs."""
+    bound = bound.resolve()
+    files: list[tuple[str, Path]] = []
+    top = root.stat()
+    stack: list[tuple[Path, str, frozenset[tuple[int, int]]]] = [(root, "", frozenset({(top.st_dev, top.st_ino)}))]
+    while stack:
+        directory, prefix, ancestors = stack.pop()
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            rel, shown = prefix + entry.name, Path(entry.path)
+            real = shown.resolve()
+            if entry.is_symlink():
+                if not real.exists():
+                    found.refuse(shown, "a broken symbolic link", "remove it")
+                    continue
+                if not real.is_relative_to(bound):
+                    found.refuse(shown, f"a symbolic link to {real}, outside {bound}", "copy the file in instead")
+                    continue
+            if real.is_dir():
+                if plugin_tree and (entry.name in rules.PLUGIN_LITTER_DIRS or entry.name.endswith(".egg-info")):
+                    continue  # pip's build output in the plugin's source tree: not part of the plugin
+                if entry.name in rules.VCS_DIRS:
+                    found.refuse(shown, "a version-control directory", "move the checkpoint out of the working copy")
+                    continue
+                if entry.name in rules.CACHE_DIRS:
+                    found.refuse(shown, "a cache directory", f"delete it (rm -r {shown})")
+                    continue
+                stat = real.stat()
+                if (stat.st_dev, stat.st_ino) not in ancestors:
+                    stack.append((shown, rel + "/", ancestors | {(stat.st_dev, stat.st_ino)}))
+            elif real.is_file():
+                if plugin_tree and rules.is_cache_file(entry.name):
+                    continue
+                files.append((rel, real))
+    return sorted(files)
+
+
+def _repo_bundle(
+    manifest: Manifest, artifact: Artifact, found: _Candidates, cache: HashCache | None, plugin: PluginReport | None
+) -> RepoBundle:
+    by_dir: dict[Path, list[str]] = defaultdict(list)
+    for real, _ in found.by_path.values():
+        by_dir[real.parent].append(real.name)
+    digests: dict[Path, FileHash] = {}
+    for directory, names in by_dir.items():
+        for name, digest in zip(names, hash_files(directory, names, cache), strict=True):
+            digests[directory / name] = digest
+    files = [
+        BundleFile(path=path, size=digests[real].size, sha256=digests[real].sha256, role=role, source=real)
+        for path, (real, role) in found.by_path.items()
+    ]
+    weights = sorted((f for f in files if f.role == "weights"), key=lambda f: f.path)
+    # The same format as hfrelease.ledger.hashing.hash_artifact, so MANIFEST names the hash cards cite.
+    lines = "".join(f"{f.sha256}  {f.path}\n" for f in weights)
+    content_hash = hashlib.sha256(lines.encode()).hexdigest()
+    header = [
+        f"family: {manifest.family.name} {manifest.family.version} (tag {manifest.tag_name()})",
+        f"artifact: {artifact.id} -> {artifact.repo}",
+        f"weights sha256: {content_hash}",
+    ]
+    content = render_manifest((ManifestEntry(path=f.path, size=f.size, sha256=f.sha256) for f in files), header=header)
+    files.append(
+        BundleFile(path=MANIFEST_NAME, size=len(content), sha256=hashlib.sha256(content).hexdigest(), role="manifest",
+                   content=content)
+    )  # fmt: skip
+    notes = list(found.notes)
+    if not weights:
+        notes.append("no *.safetensors weights: the repo will hold no model")
+    return RepoBundle(
+        artifact_id=artifact.id, repo=artifact.repo, files=tuple(sorted(files, key=lambda f: f.path)),
+        content_hash=content_hash, notes=tuple(notes), plugin=plugin,
+    )  # fmt: skip

@@ -1,0 +1,104 @@
+"""Which files may go into a repo, by name: model files, secrets, pickles, caches, build litter.
+
+Kept apart from the planning code so the rules read as one list a reviewer can check against what a
+model repo holds on the Hub. Names are matched case-insensitively on the file's base name unless said.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatch
+from pathlib import PurePosixPath
+
+from hfrelease.redact import redact
+
+# Files of a checkpoint directory that belong in its repo without being declared (matched on the path
+# relative to the artifact directory: weights anywhere, the rest at the top level).
+MODEL_FILES = (
+    "*.safetensors.index.json", "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+    "tokenizer.model", "special_tokens_map.json", "added_tokens.json", "vocab.json", "vocab.txt", "merges.txt",
+    "chat_template.jinja", "chat_template.json", "preprocessor_config.json", "processor_config.json",
+    "recipe.yaml", "hf_quant_config.json", "quantization_config.json",
+)  # fmt: skip
+WEIGHTS = "*.safetensors"
+REMOTE_CODE = "*.py"  # only with trust_remote_code: the code a `--trust-remote-code` server runs
+
+# Weight formats that unpickle on load, i.e. run arbitrary code on whoever downloads them.
+PICKLE = ("*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle", "*.ckpt", "*.joblib", "*.npy", "*.npz", "*.h5", "*.msgpack")
+
+# Credentials people keep next to their work. `tokenizer*` must stay allowed, hence no bare `*token*`.
+SECRETS = (
+    ".env", ".env.*", "*.env", "token", "*.token", "hf_token*", ".hf_token", "*_token", "*_token.txt",
+    ".netrc", "_netrc", ".npmrc", ".pypirc", ".git-credentials", "credentials", "credentials.*",
+    "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*", "id_ecdsa*", "secrets.*", ".secrets",
+)  # fmt: skip
+
+# Directories that are never part of a model: version control and caches (huggingface_hub's `local_dir`
+# downloads leave `.cache/huggingface/` behind, Python leaves `__pycache__`).
+VCS_DIRS = (".git", ".hg", ".svn")
+CACHE_DIRS = ("__pycache__", ".cache", ".ipynb_checkpoints", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox")
+CACHE_FILES = ("*.pyc", "*.pyo", ".DS_Store", "Thumbs.db", "*.swp", "*~")
+
+# What `pip install` leaves in a plugin's source tree (the serving stage installs it from there): skipped,
+# the same set `hfrelease.serving.plugin.source_hash` ignores.
+PLUGIN_LITTER_DIRS = ("__pycache__", "build", "dist", ".git")
+PLUGIN_LITTER_SUFFIX = ".egg-info"
+
+# Text files small enough to read and look inside for a pasted token (train_command.txt is the classic).
+SCANNED_SUFFIXES = (".txt", ".md", ".json", ".yaml", ".yml", ".sh", ".py", ".toml", ".cfg", ".ini", ".jinja", ".cff")
+SCAN_LIMIT = 1024 * 1024
+_NOT_SCANNED = ("tokenizer.json", "vocab.json", "merges.txt", "vocab.txt")
+
+
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    lowered = name.lower()
+    return any(fnmatch(lowered, pattern.lower()) for pattern in patterns)
+
+
+def is_secret_name(name: str) -> bool:
+    return _matches(name, SECRETS)
+
+
+def is_pickle(name: str) -> bool:
+    return _matches(name, PICKLE)
+
+
+def is_cache_file(name: str) -> bool:
+    return _matches(name, CACHE_FILES)
+
+
+def is_model_file(relpath: str, *, trust_remote_code: bool) -> bool:
+    """A file a checkpoint directory holds for the model to load: weights, config, tokenizer, recipe."""
+    name = PurePosixPath(relpath).name
+    if name.endswith(".safetensors"):
+        return True
+    top_level = "/" not in relpath
+    if top_level and _matches(name, MODEL_FILES):
+        return True
+    return top_level and trust_remote_code and fnmatch(name, REMOTE_CODE)
+
+
+def role_of(repo_path: str) -> str:
+    """What a file is, in the plan's words (weights, config, tokenizer, card...)."""
+    name = PurePosixPath(repo_path).name
+    first = repo_path.split("/", 1)[0]
+    roles = {"plots": "plot", ".eval_results": "eval-results", "vllm_plugin": "plugin", "ledger": "ledger-record"}
+    if first in roles and "/" in repo_path:
+        return roles[first]
+    if name.endswith(".safetensors"):
+        return "weights"
+    if name == "generation_config.json":
+        return "generation-config"
+    if name == "config.json" or name.endswith(".safetensors.index.json"):
+        return "config"
+    if name.startswith(("tokenizer", "special_tokens", "added_tokens", "vocab", "merges", "chat_template")):
+        return "tokenizer"
+    named = {"README.md": "card", "CITATION.cff": "citation", "MANIFEST": "manifest", "recipe.yaml": "recipe"}
+    return named.get(name, "declared")
+
+
+def contains_token(path_name: str, data: bytes) -> bool:
+    """True when a small text file holds something shaped like a credential (or a secret env value)."""
+    if path_name in _NOT_SCANNED or not path_name.lower().endswith(SCANNED_SUFFIXES) or len(data) > SCAN_LIMIT:
+        return False
+    text = data.decode("utf-8", errors="replace")
+    return redact(text) != text

@@ -1,0 +1,86 @@
+"""`publish_family`: bundle, plan and (unless a dry run) release a whole family; what the CLI and the demo call."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from huggingface_hub import HfApi
+
+from hfrelease.bundle import FamilyBundle, bundle_family
+from hfrelease.bundle.plugin_check import PluginChecker, check_plugin
+from hfrelease.ledger.hashing import HashCache
+from hfrelease.manifest import Manifest, load_manifest
+from hfrelease.publish.release import Echo, ReleaseOutcome, ReleasePlan, execute_release, plan_release
+from hfrelease.publish.target import disable_xet, open_hub
+from hfrelease.publish.tokens import Token, resolve_token
+
+ApiFactory = Callable[[str, str | None], HfApi]
+
+
+def _default_api(endpoint: str, token: str | None) -> HfApi:
+    # token=False (not None) when there is none: HfApi must not go looking for one on its own.
+    return HfApi(endpoint=endpoint, token=token if token is not None else False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishReport:
+    bundle: FamilyBundle
+    plan: ReleasePlan
+    outcome: ReleaseOutcome | None  # None for a dry run
+    dry_run: bool
+    dry_run_reason: str | None
+    endpoint: str
+    token_source: str | None
+
+
+def publish_family(
+    manifest: Manifest | Path,
+    *,
+    hub: str | None = None,
+    hub_root: Path | None = None,
+    token: Token | None = None,
+    dry_run: bool | None = None,
+    pr: bool | None = None,
+    artifacts: Sequence[str] = (),
+    cache: HashCache | None = None,
+    api: HfApi | None = None,
+    api_factory: ApiFactory = _default_api,
+    plugin_checker: PluginChecker | None = check_plugin,
+    echo: Echo | None = None,
+) -> PublishReport:
+    """Bundle every published artifact, plan against the Hub, and release all-or-nothing.
+
+    `hub` is a Hub URL or `local` (the built-in Hub under `hub_root`, default `<family>/.hfrelease/hub`);
+    default: the manifest's `[publish].endpoint`. `api` overrides both with a ready client. Without a
+    token (given, or resolved the way huggingface_hub resolves it) the run is a dry run: the plan only.
+    """
+    loaded = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
+    bundle = bundle_family(loaded, cache=cache, artifacts=artifacts, plugin_checker=plugin_checker)
+    target_hub = hub or loaded.publish.endpoint
+    with contextlib.ExitStack() as stack:
+        if api is not None:
+            disable_xet()
+            client, endpoint, credential = api, api.endpoint, token
+        else:
+            target = stack.enter_context(open_hub(target_hub, family_root=loaded.root, hub_root=hub_root,
+                                                  announce=echo))  # fmt: skip
+            endpoint = target.endpoint
+            credential = token or target.token or resolve_token()
+            client = api_factory(endpoint, credential.value if credential else None)
+        reason = None
+        if dry_run:
+            reason = "--dry-run"
+        elif dry_run is None and credential is None and api is None:
+            reason = "no Hub token found (HF_TOKEN, `hf auth login`, or trusted publishing): dry run"
+        plan = plan_release(bundle, client)
+        outcome = None
+        if reason is None:
+            use_pr = loaded.publish.pr if pr is None else pr
+            outcome = execute_release(plan, client, pr=use_pr, echo=echo)
+        return PublishReport(
+            bundle=bundle, plan=plan, outcome=outcome, dry_run=reason is not None, dry_run_reason=reason,
+            endpoint=endpoint, token_source=credential.source if credential else None,
+        )  # fmt: skip

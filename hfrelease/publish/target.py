@@ -1,0 +1,60 @@
+"""Where a release goes: a Hub endpoint URL, or `local`, the built-in Hub started in this process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from hfrelease.errors import ConfigError, ConfigProblem
+from hfrelease.hub import HubServer, serve
+from hfrelease.manifest.model import endpoint_problem
+from hfrelease.publish.tokens import Token
+
+LOCAL = "local"
+
+
+@dataclass(frozen=True, kw_only=True)
+class HubTarget:
+    endpoint: str
+    token: Token | None  # the local Hub's own token; None for a remote Hub (resolved separately)
+    server: HubServer | None
+
+
+def disable_xet() -> None:
+    """Uploads go through LFS, never Xet: the built-in Hub cannot emulate Xet, and one path is tested.
+
+    huggingface_hub reads `HF_HUB_DISABLE_XET` once at import, so the constant is set as well.
+    """
+    os.environ["HF_HUB_DISABLE_XET"] = "1"
+    import huggingface_hub.constants
+
+    huggingface_hub.constants.HF_HUB_DISABLE_XET = True
+
+
+@contextlib.contextmanager
+def open_hub(
+    hub: str, *, family_root: Path, hub_root: Path | None = None, announce: Callable[[str], None] | None = None
+) -> Iterator[HubTarget]:
+    """Yield the target for `hub`; for `local`, a built-in Hub on `hub_root` (default .hfrelease/hub) until exit."""
+    disable_xet()
+    if hub != LOCAL:
+        problem = endpoint_problem(hub)
+        if problem:
+            raise ConfigError("--hub", [ConfigProblem(location="--hub", message=problem)])
+        yield HubTarget(endpoint=hub.rstrip("/"), token=None, server=None)
+        return
+    root = hub_root or family_root / ".hfrelease" / "hub"
+    server = serve(root)
+    try:
+        if server.token_file is None:  # serve() without tokens always keeps its own in the root
+            raise RuntimeError("the local Hub started without a token file")
+        if announce:
+            # The token's file, never the token.
+            announce(f"built-in Hub on {server.url} (root {root}; token in {server.token_file})")
+        token = Token(server.token_file.read_text().strip(), f"the local Hub's token file {server.token_file}")
+        yield HubTarget(endpoint=server.url, token=token, server=server)
+    finally:
+        server.shutdown()
