@@ -158,11 +158,16 @@ class _LiveView:
 def _run_live(
     plan: EvalPlan, *, ledger: Any, run_dir: Path, cache: Any, endpoint: str | None, as_json: bool
 ) -> EvalReport:
+    from rich.console import Console
     from rich.live import Live
 
     from hfrelease.cli.output import err_console
     from hfrelease.evaluation.runner import run_eval
 
+    # The live view writes to its own copy of the terminal's stderr: while lm-eval runs, descriptor 2
+    # is sent to the run's log (see runner.stderr_to), and the view must keep drawing on the terminal.
+    terminal = os.fdopen(os.dup(2), "w", buffering=1)
+    live_console = Console(file=terminal, highlight=False, width=err_console.width if not terminal.isatty() else None)
     view = _LiveView(plan)
 
     def terminate(signum: int, frame: FrameType | None) -> None:
@@ -171,11 +176,12 @@ def _run_live(
 
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
-        with Live(get_renderable=view.render, console=err_console, refresh_per_second=4,
+        with Live(get_renderable=view.render, console=live_console, refresh_per_second=4,
                   transient=False, redirect_stdout=False, redirect_stderr=False):
             return run_eval(plan, ledger=ledger, run_dir=run_dir, hash_cache=cache, endpoint=endpoint, events=view)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        terminal.close()
         err_console.print(f"[dim]logs: {run_dir}[/]")
 
 

@@ -7,10 +7,12 @@ reference are made from recorded samples after all measuring is done.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -106,6 +108,23 @@ def vllm_executable() -> str:
     return str(beside) if beside.exists() else "vllm"
 
 
+@contextlib.contextmanager
+def stderr_to(log_path: Path) -> Iterator[None]:
+    """Send file descriptor 2 to `log_path` for the duration: lm-eval's progress bars and the `git`
+    it runs for provenance write straight to the terminal, under any live view; they belong in the log."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
 def _route_lm_eval_logs(log_path: Path) -> None:
     # lm-eval logs every request warning to the console; in a live view that is noise. Its log goes to
     # the run directory instead, where it is kept with the server logs.
@@ -143,13 +162,13 @@ def run_eval(
             check_identity(endpoint, job.artifact.repo)
             events.server_state(job.artifact.id, f"attached {endpoint}")
             n, paths = _run_gates(manifest, job, endpoint, None, None, ledger=ledger, events=events,
-                                  measured=measured)
+                                  measured=measured, log_dir=run_dir)
         else:
             server, command = _start(manifest, job, run_dir=run_dir, events=events, base_env=base_env)
             started += 1
             try:
                 n, paths = _run_gates(manifest, job, server.endpoint.base_url, server, command, ledger=ledger,
-                                      events=events, measured=measured)
+                                      events=events, measured=measured, log_dir=run_dir)
             finally:
                 events.server_state(job.artifact.id, "stopping")
                 server.stop()
@@ -195,6 +214,7 @@ def _run_gates(
     ledger: Ledger,
     events: EvalEvents,
     measured: dict[tuple[str, str], LedgerRecord],
+    log_dir: Path,
 ) -> tuple[int, list[Path]]:
     requests = 0
     written: list[Path] = []
@@ -206,13 +226,21 @@ def _run_gates(
         events.gate_progress(aid, gate.id, 0, 0)
         if server is not None:
             server.arm()
+        failure: MeasurementError | None = None
         try:
-            run = _measure(manifest, gate, base_url=base_url, model=model, model_dir=job.model_dir,
-                           on_progress=lambda d, t, a=aid, g=gate.id: events.gate_progress(a, g, d, t))
+            with stderr_to(log_dir / "lm-eval.log"):
+                run = _measure(manifest, gate, base_url=base_url, model=model, model_dir=job.model_dir,
+                               on_progress=lambda d, t, a=aid, g=gate.id: events.gate_progress(a, g, d, t))
         except KeyboardInterrupt:
             if server is not None and server.died is not None:
                 raise server.died from None
             raise
+        except MeasurementError as exc:
+            # One gate's harness failing (a custom command that crashed, a metric lm-eval did not
+            # report) voids that gate only: the server is fine, the other gates still run.
+            failure = exc
+            run = GateRun(value=0.0, stderr=None, metrics={}, samples=[], n=0, truncated=0, empty=0, requests=0,
+                          task_hash=None)
         finally:
             if server is not None:
                 server.disarm()
@@ -220,7 +248,7 @@ def _run_gates(
             server.check_alive()
         requests += run.requests
         record = _record(manifest, job, gate_job, run, command=command, base_url=base_url, started_at=started_at,
-                         duration=time.monotonic() - t0)
+                         duration=time.monotonic() - t0, failure=failure)
         written.append(ledger.write(record))
         measured[(aid, gate.id)] = record
         summary = f"{run.value:.3f} (n={run.n})" if record.status == "ok" else f"void: {record.void_reason}"
@@ -242,13 +270,15 @@ def _measure(
 
 def _record(
     manifest: Manifest, job: ServerJob, gate_job: GateJob, run: GateRun, *, command: ServeCommand | None,
-    base_url: str, started_at: str, duration: float,
+    base_url: str, started_at: str, duration: float, failure: MeasurementError | None = None,
 ) -> LedgerRecord:
     gate = gate_job.gate
     assert job.content is not None
     bad = run.truncated + run.empty
     void_reason = None
-    if run.n == 0:
+    if failure is not None:
+        void_reason = f"the harness failed: {failure.message}"
+    elif run.n == 0:
         void_reason = "no samples were scored"
     elif bad / run.n > gate.max_truncated:
         void_reason = (
