@@ -13,7 +13,7 @@ import sys
 import click
 
 from hfrelease import __version__
-from hfrelease.cli import check, demo, eval, hub, init, ledger, publish, stages
+from hfrelease.cli import check, demo, eval, hub, init, ledger, publish, render, stages
 from hfrelease.errors import ExitCode, HfreleaseError
 
 DEBUG_VARIABLE = "HFRELEASE_DEBUG"
@@ -45,7 +45,7 @@ def cli(ctx: click.Context, verbose: int) -> None:
 for command in (
     check.check,
     eval.eval_,
-    stages.render,
+    render.render,
     publish.bundle,
     publish.publish,
     stages.release,

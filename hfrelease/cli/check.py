@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 @click.command()
 @click.argument("manifests", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-@click.option("--cards", is_flag=True, help="Also lint the rendered model cards (lands with `hfrelease render`).")
-def check(manifests: tuple[Path, ...], as_json: bool, cards: bool) -> None:
+@click.option("--cards", is_flag=True, help="Also lint the rendered model cards against the ledger.")
+@click.option("--max-age-days", type=click.IntRange(min=0), help="With --cards: fail when a card's numbers are older.")
+def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days: int | None) -> None:
     """Validate family manifests (release.toml files or their directories).
 
     With no argument: ./release.toml, or else every model_cards/*/release.toml below the current directory.
@@ -25,11 +26,8 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool) -> None:
     """
     from hfrelease.check import default_manifests, summarize
     from hfrelease.cli.output import err_console, print_error, print_json
-    from hfrelease.errors import NotBuiltError
     from hfrelease.manifest import load_manifest
 
-    if cards:
-        raise NotBuiltError("check --cards", "cards issue (`hfrelease render`)")
     paths = list(manifests) or default_manifests(Path.cwd())
     if not paths:
         raise click.UsageError("no release.toml here and no model_cards/*/release.toml below: name a manifest")
@@ -54,7 +52,15 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool) -> None:
                 print_error(exc.message, hint=exc.hint)
             continue
         summary = summarize(manifest)
-        results.append({"manifest": str(path), "ok": True, **summary})
+        if cards:
+            summary["cards"] = _lint_cards(manifest, max_age_days=max_age_days)
+            if summary["cards"]["problems"]:
+                failed += 1
+                if not as_json:
+                    print_error("cards of " + manifest.family.name + " are not fit to publish:\n"
+                                + "\n".join(f"  - {p}" for p in summary["cards"]["problems"]),
+                                hint="Re-render with `hfrelease render` (never edit numbers by hand).")
+        results.append({"manifest": str(path), "ok": not (cards and summary["cards"]["problems"]), **summary})
         if not as_json:
             _show(manifest, path)
     if as_json:
@@ -63,6 +69,21 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool) -> None:
         err_console.print(f"[green]✓[/] {len(paths)} manifest{'s' if len(paths) != 1 else ''} valid")
     if failed:
         click.get_current_context().exit(int(ExitCode.CONFIG))
+
+
+def _lint_cards(manifest: Manifest, *, max_age_days: int | None) -> dict[str, Any]:
+    from datetime import UTC, datetime
+
+    from hfrelease.cards import lint_cards, read_cards, read_inputs
+    from hfrelease.errors import HfreleaseError
+
+    cards, problems = read_cards(manifest)
+    try:
+        inputs = read_inputs(manifest)
+    except HfreleaseError as exc:
+        return {"checked": len(cards), "problems": [*problems, f"ledger unreadable: {exc.message}"]}
+    problems += lint_cards(manifest, cards, inputs=inputs, today=datetime.now(UTC).date(), max_age_days=max_age_days)
+    return {"checked": len(cards), "problems": problems}
 
 
 def _show(manifest: Manifest, path: Path) -> None:

@@ -17,15 +17,6 @@ _MANIFEST = click.argument("manifest", type=click.Path(path_type=Path), default=
 
 @click.command()
 @_MANIFEST
-@click.option("--diff", is_flag=True, help="Show what changed against the last render.")
-@click.option("--json", "as_json", is_flag=True, help="Print the rendered files as JSON on stdout.")
-def render(manifest: Path, diff: bool, as_json: bool) -> None:
-    """Render model cards, citations and plots from the ledger."""
-    raise NotBuiltError("render", "cards issue")
-
-
-@click.command()
-@_MANIFEST
 @click.option("--hub", default="local", show_default=True, help="Hub endpoint, or `local` for the built-in Hub.")
 @click.option("--tag", help="The git tag being released; must equal the manifest's release tag.")
 def release(manifest: Path, hub: str, tag: str | None) -> None:

@@ -5,7 +5,8 @@ returns (a command: writes to the file given by `--out`) JSON of this shape:
 
     {"metrics": {"json_valid_rate": 0.97},            # the gate's metric must be among them
      "stderr":  {"json_valid_rate": 0.017},           # optional
-     "samples": [{"id": "17", "score": 1.0,           # per-sample outcome of the gate's metric
+     "samples": [{"id": "17", "score": 1.0,           # per-sample outcome of the gate's metric, or
+                  "scores": {"json_valid_rate": 1.0},  # one per metric, when a gate reports several
                   "truncated": false, "empty": false, "response": "..."}]}
 
 Command arguments appended by hfrelease: `--base-url URL --model NAME --out FILE --max-tokens N --seed N
@@ -83,12 +84,18 @@ def parse_report(gate: Gate, report: Any) -> GateRun:
         raise MeasurementError(f"custom gate {gate.id!r}: 'samples' must be a list")
     samples: list[dict[str, Any]] = []
     for index, sample in enumerate(raw_samples):
-        if not isinstance(sample, dict) or not isinstance(sample.get("score"), int | float):
-            raise MeasurementError(f"custom gate {gate.id!r}: samples[{index}] needs an id and a numeric score")
+        scores = sample.get("scores") if isinstance(sample, dict) else None
+        score = scores.get(gate.metric) if isinstance(scores, dict) else None
+        if score is None and isinstance(sample, dict):
+            score = sample.get("score")
+        if not isinstance(score, int | float) or isinstance(score, bool):
+            raise MeasurementError(
+                f"custom gate {gate.id!r}: samples[{index}] needs an id and a numeric score for {gate.metric!r}"
+            )
         samples.append(
             {
                 "doc_id": str(sample.get("id", index)),
-                "score": float(sample["score"]),
+                "score": float(score),
                 "truncated": bool(sample.get("truncated", False)),
                 "empty": bool(sample.get("empty", False)),
                 "response": str(sample.get("response", ""))[:2000],

@@ -130,7 +130,7 @@ def test_init_rejects_bad_values(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert not (tmp_path / "f").exists()
 
 
-@pytest.mark.parametrize("command", ["render", "release"])
+@pytest.mark.parametrize("command", ["release"])
 def test_unbuilt_stages_say_so(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Stages whose issues have not landed exit 8 and say which issue builds them."""
     code, _, err = run([command], capsys)

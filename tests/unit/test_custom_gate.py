@@ -20,7 +20,8 @@ def test_report_parsed() -> None:
     report = {
         "metrics": {"json_valid_rate": 0.5, "other": 2},
         "stderr": {"json_valid_rate": 0.25},
-        "samples": [{"id": 1, "score": 1, "response": "{}"}, {"id": 2, "score": 0, "truncated": True}],
+        "samples": [{"id": 1, "score": 1, "response": "{}"},
+                    {"id": 2, "scores": {"json_valid_rate": 0.0, "other": 1.0}, "truncated": True}],
     }
     run = parse_report(GATE, report)
     assert run.value == 0.5 and run.stderr == 0.25

@@ -1,0 +1,129 @@
+"""Everything a render reads from disk, read once into plain values: manifest, ledger, sections, files.
+
+Rendering is a pure function of a `CardInputs` and the templates: this module is the only place of the
+card stage (besides `output.py`) that touches the file system.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from hfrelease.cards.errors import CardError
+from hfrelease.ledger.record import LedgerRecord
+from hfrelease.ledger.store import Ledger, record_name
+from hfrelease.manifest import Manifest
+
+# The hand-written slots a card has, and where the templates put them. A file with any other name in
+# sections/ is a mistake (a typo would silently drop prose from the card), so it is refused.
+SECTION_NAMES: Mapping[str, str] = {
+    "summary": "prose under the title, after the generated headline",
+    "story": "free-form sections after the summary, with their own ## headings (why this quant, ...)",
+    "quality": "notes under the quality table (judge protocols, closed harnesses)",
+    "speed": "notes under the speed table",
+    "load": "notes under the load table",
+    "acceptance": "notes under the acceptance table",
+    "serving": "notes under the serving commands",
+    "creation": "notes under the quantization recipe",
+    "training": "the training story of a draft (corpus, epochs, hardware)",
+    "limitations": "bullet points of known limitations",
+    "choose": "the rule of thumb above the family table",
+    "matrix": "notes under the full quality matrix",
+    "provenance": "notes under benchmark provenance (closed harnesses, vendor numbers)",
+    "links": "extra bullet points for links & provenance",
+}
+FAMILY = ""  # the key of family-wide sections in `CardInputs.sections`
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordEntry:
+    """A ledger record with its file name (relative to the ledger root) and per-sample scores."""
+
+    name: str
+    record: LedgerRecord
+    scores: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardInputs:
+    """What a family's cards are made from; built by `read_inputs` or directly by tests."""
+
+    manifest: Manifest
+    records: tuple[RecordEntry, ...]
+    sections: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # FAMILY or artifact id -> slot -> text
+    files: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # artifact id -> file name -> text
+
+
+def entry_for(record: LedgerRecord, scores: Mapping[str, float] | None = None) -> RecordEntry:
+    """A `RecordEntry` named as the ledger names the record's file (content-addressed)."""
+    return RecordEntry(name=record_name(record, record.to_json()), record=record, scores=dict(scores or {}))
+
+
+def read_inputs(manifest: Manifest, *, ledger_root: Path | None = None) -> CardInputs:
+    """Read the family's ledger (`results/`), `sections/` and the artifacts' declared text files."""
+    ledger = Ledger(ledger_root or manifest.root / "results")
+    entries: list[RecordEntry] = []
+    if ledger.root.is_dir():
+        for record in ledger.records():
+            scores = {s.doc_id: s.score for s in ledger.load_samples(record)} if record.kind == "gate" else {}
+            entries.append(entry_for(record, scores))
+    return CardInputs(
+        manifest=manifest,
+        records=tuple(entries),
+        sections=read_sections(manifest),
+        files=_read_files(manifest),
+    )
+
+
+def read_sections(manifest: Manifest) -> dict[str, dict[str, str]]:
+    """`sections/*.md` (family-wide) and `sections/<artifact-id>/*.md`; unknown names are refused at once."""
+    root = manifest.root / "sections"
+    found: dict[str, dict[str, str]] = {FAMILY: {}}
+    if not root.is_dir():
+        return found
+    ids = [a.id for a in manifest.artifact]
+    problems: list[str] = []
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if path.is_dir() or path.name.startswith(".") or path.suffix != ".md":
+            if path.is_dir() and len(relative.parts) == 1 and relative.name not in ids:
+                problems.append(f"{path}: not an artifact id{_did_you_mean(relative.name, ids)}")
+            continue
+        owner = FAMILY if len(relative.parts) == 1 else relative.parts[0]
+        if len(relative.parts) > 2 or (owner != FAMILY and owner not in ids):
+            continue  # reported with its directory above
+        if path.stem not in SECTION_NAMES:
+            problems.append(f"{path}: not a section name{_did_you_mean(path.stem, list(SECTION_NAMES))}")
+            continue
+        found.setdefault(owner, {})[path.stem] = path.read_text(encoding="utf-8")
+    if problems:
+        raise CardError(
+            "sections/ holds files no card would show:\n" + "\n".join(f"  - {p}" for p in problems),
+            hint="Section files are named after their slot: " + ", ".join(SECTION_NAMES) + ".",
+        )
+    return found
+
+
+def _read_files(manifest: Manifest) -> dict[str, dict[str, str]]:
+    found: dict[str, dict[str, str]] = {}
+    for artifact in manifest.artifact:
+        for relative in artifact.files:
+            name = PurePosixPath(relative).name
+            if name not in {"train_command.txt", "val_metrics.json"}:
+                continue  # only these two are shown in a card; other declared files are only uploaded
+            path = manifest.resolve(relative)
+            try:
+                found.setdefault(artifact.id, {})[name] = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CardError(
+                    f"{path}: declared in files of artifact {artifact.id!r} but unreadable: {exc}",
+                    hint="Create the file, or drop it from the artifact's files in release.toml.",
+                ) from exc
+    return found
+
+
+def _did_you_mean(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -1,0 +1,227 @@
+"""Which ledger records a card shows, and what follows from them: gate deltas, speedups, acceptance.
+
+Numbers only, no formatting (that is `context.py`'s job). Selection rules, each chosen so a card never
+mixes measurements of different weights or shows a stale number:
+
+- An artifact's *current* weights are those of its newest record; records of other weights are ignored.
+- Per (artifact, gate) the newest record counts, void or not: a failed re-measurement is not hidden
+  behind an older success.
+- Per (artifact, workload, speculative config, concurrency) the newest "ok" speed record counts.
+- Deltas are the paired bootstrap of `hfrelease.evaluation.comparison` with the gate's own seed, so a
+  card shows exactly the interval `hfrelease eval` judged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from hfrelease.cards.errors import CardError, MissingMeasurementError
+from hfrelease.cards.inputs import CardInputs, RecordEntry
+from hfrelease.errors import MeasurementError
+from hfrelease.evaluation.comparison import Comparison, paired_comparison
+from hfrelease.evaluation.plan import gate_artifacts
+from hfrelease.manifest import Gate, Manifest, Workload
+
+NONE = "none"  # the speculative "config" of serving without speculation
+_POSITION = re.compile(r"^spec_acceptance_pos_(\d+)$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateResult:
+    """One gate on one artifact: the recorded value and, against the reference, the paired delta."""
+
+    artifact_id: str
+    gate: Gate
+    entry: RecordEntry
+    value: float | None  # None when the record is void
+    stderr: float | None
+    comparison: Comparison | None = None
+    reference: RecordEntry | None = None
+    verdict: str  # pass / fail / void / reference / no-reference
+    reason: str
+
+    @property
+    def records(self) -> tuple[RecordEntry, ...]:
+        return (self.entry,) if self.reference is None else (self.entry, self.reference)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpeedPoint:
+    """One speed record: a workload on an artifact under one speculative config at one concurrency."""
+
+    artifact_id: str
+    workload: Workload
+    speculative: str
+    concurrency: int
+    entry: RecordEntry
+    metrics: Mapping[str, float]
+    baseline: SpeedPoint | None = None  # the same point served without speculation
+
+    @property
+    def throughput(self) -> float:
+        return self.metrics["output_throughput"]
+
+    @property
+    def speedup(self) -> float | None:
+        if self.baseline is None or self.baseline.throughput <= 0:
+            return None
+        return self.throughput / self.baseline.throughput
+
+    @property
+    def records(self) -> tuple[RecordEntry, ...]:
+        return (self.entry,) if self.baseline is None else (self.entry, self.baseline.entry)
+
+    def positions(self, prefix: str = "spec_acceptance_pos_") -> list[tuple[int, float]]:
+        """Per-position acceptance (unconditional by default), in position order."""
+        found = [(int(k[len(prefix):]), v) for k, v in self.metrics.items()
+                 if k.startswith(prefix) and k[len(prefix):].isdigit()]
+        return sorted(found)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FamilyMeasurements:
+    """The records behind a family's cards, selected and compared once for all of its cards."""
+
+    gates: Mapping[tuple[str, str], GateResult]
+    speed: Mapping[tuple[str, str, str, int], SpeedPoint]
+    sizes: Mapping[str, tuple[int, RecordEntry]] = field(default_factory=dict)  # weight bytes and their record
+
+    def gate(self, artifact_id: str, gate_id: str) -> GateResult | None:
+        return self.gates.get((artifact_id, gate_id))
+
+    def points(self, *, artifact_id: str | None = None, workload_id: str | None = None,
+               draft_id: str | None = None) -> list[SpeedPoint]:
+        """Speed points matching the filters, in (artifact, workload, config, concurrency) order."""
+        chosen = [p for p in self.speed.values()
+                  if (artifact_id is None or p.artifact_id == artifact_id)
+                  and (workload_id is None or p.workload.id == workload_id)
+                  and (draft_id is None or p.entry.record.draft_artifact_id == draft_id)]
+        return sorted(chosen, key=lambda p: (p.artifact_id, p.workload.id, p.speculative, p.concurrency))
+
+    def best_batch1(self, artifact_id: str, workload_id: str) -> SpeedPoint | None:
+        """The speculative config with the highest batch-1 throughput (ties: the config listed first)."""
+        batch1 = [p for p in self.points(artifact_id=artifact_id, workload_id=workload_id) if p.concurrency == 1]
+        return max(batch1, key=lambda p: p.throughput, default=None)
+
+
+def measure_family(inputs: CardInputs) -> FamilyMeasurements:
+    """Select records and compute deltas; a gate the manifest promises but the ledger lacks is an error."""
+    manifest = inputs.manifest
+    current = _current_hashes(inputs)
+    usable = [e for e in inputs.records if current.get(e.record.artifact_id) == e.record.artifact_hash]
+    gates = _gate_results(manifest, usable)
+    speed = _speed_points(manifest, usable)
+    sizes: dict[str, tuple[int, RecordEntry]] = {}
+    for entry in usable:
+        sizes[entry.record.artifact_id] = (sum(f.size for f in entry.record.artifact_files), entry)
+    return FamilyMeasurements(gates=gates, speed=speed, sizes=sizes)
+
+
+def when(entry: RecordEntry) -> datetime:
+    return datetime.fromisoformat(entry.record.started_at)
+
+
+def _newest(entries: list[RecordEntry]) -> RecordEntry:
+    return max(entries, key=lambda e: (when(e), e.name))
+
+
+def _current_hashes(inputs: CardInputs) -> dict[str, str]:
+    by_artifact: dict[str, list[RecordEntry]] = {}
+    for entry in inputs.records:
+        by_artifact.setdefault(entry.record.artifact_id, []).append(entry)
+    return {aid: _newest(entries).record.artifact_hash for aid, entries in by_artifact.items()}
+
+
+def _gate_results(manifest: Manifest, usable: list[RecordEntry]) -> dict[tuple[str, str], GateResult]:
+    grouped: dict[tuple[str, str], list[RecordEntry]] = {}
+    for entry in usable:
+        if entry.record.kind == "gate":
+            grouped.setdefault((entry.record.artifact_id, entry.record.subject_id), []).append(entry)
+    reference = manifest.reference.id
+    results: dict[tuple[str, str], GateResult] = {}
+    missing: list[str] = []
+    for gate in manifest.gate:
+        ref_entry = _newest(grouped[(reference, gate.id)]) if (reference, gate.id) in grouped else None
+        for artifact_id in gate_artifacts(manifest, gate):
+            entries = grouped.get((artifact_id, gate.id))
+            if not entries:
+                missing.append(f"gate {gate.id!r} on artifact {artifact_id!r}: no ledger record")
+                continue
+            results[(artifact_id, gate.id)] = _judge(gate, artifact_id, _newest(entries), ref_entry,
+                                                     is_reference=artifact_id == reference)
+    if missing:
+        raise MissingMeasurementError(missing)
+    return results
+
+
+def _headline(gate: Gate, entry: RecordEntry) -> tuple[float | None, float | None]:
+    record = entry.record
+    metric = record.metrics.get(gate.metric)
+    raw = record.extra.get("value", metric.value if metric else None)
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise CardError(
+            f"ledger record {entry.name} has no value for metric {gate.metric!r} of gate {gate.id!r}",
+            hint="The gate's metric changed since it was measured: re-run `hfrelease eval`.",
+        )
+    return float(raw), metric.stderr if metric else None
+
+
+def _judge(gate: Gate, artifact_id: str, entry: RecordEntry, ref: RecordEntry | None, *,
+           is_reference: bool) -> GateResult:
+    record = entry.record
+    if record.status == "void":
+        return GateResult(artifact_id=artifact_id, gate=gate, entry=entry, value=None, stderr=None, verdict="void",
+                          reason=record.void_reason or "void")
+    value, stderr = _headline(gate, entry)
+    base = {"artifact_id": artifact_id, "gate": gate, "entry": entry, "value": value, "stderr": stderr}
+    if is_reference:
+        return GateResult(**base, verdict="reference", reason="the reference")  # type: ignore[arg-type]
+    if ref is None or ref.record.status != "ok":
+        return GateResult(**base, verdict="no-reference",  # type: ignore[arg-type]
+                          reason="no valid reference result to compare with")
+    try:
+        comparison = paired_comparison(dict(entry.scores), dict(ref.scores), margin=gate.margin,
+                                       higher_is_better=gate.higher_is_better, floor=gate.floor, seed=gate.seed)
+    except MeasurementError as exc:
+        return GateResult(**base, reference=ref, verdict="no-reference", reason=exc.message)  # type: ignore[arg-type]
+    return GateResult(**base, comparison=comparison, reference=ref,  # type: ignore[arg-type]
+                      verdict=comparison.verdict, reason=comparison.reason)
+
+
+def _speed_key(entry: RecordEntry) -> tuple[str, int]:
+    extra = entry.record.extra
+    spec, concurrency = extra.get("speculative"), extra.get("concurrency")
+    if not isinstance(spec, str) or isinstance(concurrency, bool) or not isinstance(concurrency, int):
+        raise CardError(
+            f"speed record {entry.name} lacks extra.speculative (a config id) or extra.concurrency (an integer)",
+            hint="Re-run the speed anchors with this hfrelease version, or remove the record from the ledger.",
+        )
+    return spec, concurrency
+
+
+def _speed_points(manifest: Manifest, usable: list[RecordEntry]) -> dict[tuple[str, str, str, int], SpeedPoint]:
+    workloads = {w.id: w for w in manifest.workload}
+    grouped: dict[tuple[str, str, str, int], list[RecordEntry]] = {}
+    for entry in usable:
+        record = entry.record
+        if record.kind != "speed" or record.status != "ok" or record.subject_id not in workloads:
+            continue  # a workload no longer in the manifest is not shown
+        if "output_throughput" not in record.metrics:
+            raise CardError(f"speed record {entry.name} has no output_throughput metric",
+                            hint="Re-run the speed anchors, or remove the record from the ledger.")
+        spec, concurrency = _speed_key(entry)
+        grouped.setdefault((record.artifact_id, record.subject_id, spec, concurrency), []).append(entry)
+    points: dict[tuple[str, str, str, int], SpeedPoint] = {}
+    for key, entries in sorted(grouped.items()):
+        entry = _newest(entries)
+        points[key] = SpeedPoint(artifact_id=key[0], workload=workloads[key[1]], speculative=key[2],
+                                 concurrency=key[3], entry=entry,
+                                 metrics={k: m.value for k, m in entry.record.metrics.items()})
+    for key, point in list(points.items()):
+        baseline = points.get((key[0], key[1], NONE, key[3]))
+        if point.speculative != NONE and baseline is not None:
+            points[key] = SpeedPoint(**{**point.__dict__, "baseline": baseline})
+    return points

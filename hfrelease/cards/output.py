@@ -1,0 +1,72 @@
+"""Writing rendered cards into `model_cards/<family>/<artifact-id>/`, and diffing against the last render.
+
+The last render is what is on disk (rendered cards are committed), so `--diff` compares with it. Files
+are written atomically; a plot or `.eval_results` file the new render no longer makes is removed, so a
+card directory never keeps an orphan the bundle would upload.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from hfrelease.cards.render import RenderedFamily
+from hfrelease.ledger.atomic import write_atomic
+
+GENERATED_DIRS = ("plots", ".eval_results")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileChange:
+    path: Path
+    old: bytes | None  # None: a new file
+    new: bytes | None  # None: removed
+
+    @property
+    def status(self) -> str:
+        return "added" if self.old is None else "removed" if self.new is None else "changed"
+
+
+def plan_changes(rendered: RenderedFamily, family_root: Path) -> list[FileChange]:
+    """What writing `rendered` under `family_root` would change (unchanged files are left out)."""
+    changes: list[FileChange] = []
+    for card in rendered.cards:
+        directory = family_root / card.artifact_id
+        for name, content in sorted(card.files.items()):
+            path = directory / name
+            old = path.read_bytes() if path.is_file() else None
+            if old != content:
+                changes.append(FileChange(path=path, old=old, new=content))
+        for generated in GENERATED_DIRS:
+            folder = directory / generated
+            if not folder.is_dir():
+                continue
+            for path in sorted(folder.iterdir()):
+                if path.is_file() and f"{generated}/{path.name}" not in card.files:
+                    changes.append(FileChange(path=path, old=path.read_bytes(), new=None))
+    return changes
+
+
+def apply_changes(changes: list[FileChange]) -> None:
+    for change in changes:
+        if change.new is None:
+            change.path.unlink()
+        else:
+            write_atomic(change.path, change.new)
+
+
+def unified_diff(changes: list[FileChange], family_root: Path) -> str:
+    """A unified diff of text files and one line per binary file (plots)."""
+    parts: list[str] = []
+    for change in changes:
+        name = change.path.relative_to(family_root).as_posix()
+        if change.path.suffix == ".png":
+            old = f"{len(change.old)} bytes" if change.old is not None else "absent"
+            new = f"{len(change.new)} bytes" if change.new is not None else "removed"
+            parts.append(f"binary {name}: {old} -> {new}\n")
+            continue
+        old_lines = change.old.decode(errors="replace").splitlines(keepends=True) if change.old else []
+        new_lines = change.new.decode(errors="replace").splitlines(keepends=True) if change.new else []
+        parts.append("".join(difflib.unified_diff(old_lines, new_lines, fromfile=f"a/{name}", tofile=f"b/{name}")))
+    return "".join(parts)

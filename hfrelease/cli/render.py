@@ -1,0 +1,47 @@
+"""`hfrelease render`: parse options, call the card stage (`hfrelease.cards`), print what changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.argument("manifest", type=click.Path(path_type=Path), default=Path())
+@click.option("--artifact", "artifacts", multiple=True, help="Only this artifact id (repeatable).")
+@click.option("--diff", is_flag=True, help="Show what changed against the last render, and write nothing.")
+@click.option("--no-plots", is_flag=True, help="Skip the plots (faster; plot files on disk are left as they are).")
+@click.option("--json", "as_json", is_flag=True, help="Print the changed files as JSON on stdout.")
+def render(manifest: Path, artifacts: tuple[str, ...], diff: bool, no_plots: bool, as_json: bool) -> None:
+    """Render model cards, citations and plots from the ledger into model_cards/<family>/<artifact>/.
+
+    Every number comes from a ledger record; a gate the manifest promises but the ledger lacks stops
+    the render (exit 6) naming it. Speed sections without records say "not measured".
+    """
+    from hfrelease.cards import apply_changes, plan_changes, read_inputs, render_family, unified_diff
+    from hfrelease.cli.output import err_console, print_json
+    from hfrelease.manifest import find_manifest, load_manifest
+
+    loaded = load_manifest(find_manifest(manifest), check_files=False)
+    known = {a.id for a in loaded.artifact}
+    unknown = [a for a in artifacts if a not in known]
+    if unknown:
+        raise click.BadParameter(f"not artifacts of {loaded.family.name}: {', '.join(unknown)}",
+                                 param_hint="--artifact")
+    rendered = render_family(read_inputs(loaded), plots=not no_plots, artifacts=list(artifacts) or None)
+    changes = plan_changes(rendered, loaded.root)
+    if no_plots:
+        changes = [c for c in changes if c.path.parent.name != "plots"]
+    if as_json:
+        print_json([{"path": str(c.path), "status": c.status} for c in changes])
+    if diff:
+        click.echo(unified_diff(changes, loaded.root), nl=False)
+        if not as_json:
+            err_console.print(f"{len(changes)} file{'s' if len(changes) != 1 else ''} would change (nothing written)")
+        return
+    apply_changes(changes)
+    if not as_json:
+        for change in changes:
+            err_console.print(f"{change.status:>8} {change.path}")
+        err_console.print(f"[green]✓[/] {len(rendered.cards)} cards rendered, {len(changes)} files changed")
