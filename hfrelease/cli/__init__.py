@@ -13,7 +13,7 @@ import sys
 import click
 
 from hfrelease import __version__
-from hfrelease.cli import check, demo, eval, hub, init, ledger, publish, render, stages
+from hfrelease.cli import check, demo, eval, hub, init, ledger, publish, render, stages, verify
 from hfrelease.errors import ExitCode, HfreleaseError
 
 DEBUG_VARIABLE = "HFRELEASE_DEBUG"
@@ -32,6 +32,7 @@ def cli(ctx: click.Context, verbose: int) -> None:
     hfrelease render    model cards, citations and plots from recorded results
     hfrelease bundle    plan the files of each repo (dry run of publish)
     hfrelease publish   push each repo in one atomic, tagged commit, all-or-nothing
+    hfrelease verify    download the release back, check it against its MANIFEST, serve one artifact
     hfrelease release   the whole job graph on one machine (what CI runs on a tag)
     hfrelease init      scaffold a new family directory
 
@@ -48,6 +49,7 @@ for command in (
     render.render,
     publish.bundle,
     publish.publish,
+    verify.verify,
     stages.release,
     init.init,
     demo.demo,

@@ -54,6 +54,7 @@ _RULES: Sequence[tuple[str, re.Pattern[str], str]] = (
         "model not found",
         re.compile(
             r"(does not appear to have a file named|is not a local folder|Repo id must|RepositoryNotFound"
+            r"|Invalid repository ID or local directory|ensure the presence of a 'config\.json'"
             r"|No such file or directory: .*config\.json|Can't load the configuration|couldn't connect to"
             r"|We couldn't connect|offline mode is enabled|HF_HUB_OFFLINE)",
             re.I,

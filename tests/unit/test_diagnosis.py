@@ -19,6 +19,7 @@ from hfrelease.serving.diagnosis import diagnose, read_tail
         ("vllm serve: error: argument --dtype: invalid choice: 'float7'", "bad argument"),
         ("ValueError: Model architectures ['HfreleaseDemoForCausalLM'] are not supported for now.", "missing plugin"),
         ("OSError: /nope does not appear to have a file named config.json.", "model not found"),
+        ("Value error, Invalid repository ID or local directory specified: '/tmp/empty-model'.", "model not found"),
         ("OSError: [Errno 98] Address already in use", "port in use"),
     ],
 )
