@@ -66,7 +66,7 @@ def eval_(
     directory = run_dir or Path("runs") / f"{loaded.family.name}-{stamp}"
     report = _run_live(plan, ledger=ledger, run_dir=directory, cache=cache, endpoint=endpoint, as_json=as_json)
     cache.save()
-    _print_report(report, as_json=as_json)
+    _print_report(report, as_json=as_json, hash_bytes_read=cache.bytes_read)
     click.get_current_context().exit(int(report.exit_code))
 
 
@@ -185,7 +185,7 @@ def _run_live(
         err_console.print(f"[dim]logs: {run_dir}[/]")
 
 
-def _print_report(report: EvalReport, *, as_json: bool) -> None:
+def _print_report(report: EvalReport, *, as_json: bool, hash_bytes_read: int) -> None:
     from hfrelease.cli.output import make_table, out_console, print_json
 
     if as_json:
@@ -194,6 +194,7 @@ def _print_report(report: EvalReport, *, as_json: bool) -> None:
             "servers_started": report.servers_started,
             "requests_sent": report.requests_sent,
             "run_dir": str(report.run_dir),
+            "hash_bytes_read": hash_bytes_read,
             "rows": [row.as_dict() for row in report.rows],
         })
         return

@@ -1,0 +1,116 @@
+"""Servers that fail: bad arguments, missing models or plugins, and a server killed in the middle of a gate."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import tomli_w
+
+from hfrelease.errors import ExitCode
+from hfrelease.ledger.store import Ledger
+
+pytestmark = pytest.mark.slow
+
+
+def hfrelease(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hfrelease", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def edit_manifest(family: Path, change: Any) -> None:
+    path = family / "release.toml"
+    data = tomllib.loads(path.read_text())
+    change(data)
+    path.write_text(tomli_w.dumps(data))
+
+
+def servers_of(family: Path) -> list[psutil.Process]:
+    """vLLM processes serving any model of this family copy's build (by command line)."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(process.info.get("cmdline") or [])
+        if "vllm" in cmdline and "serve" in cmdline and "hfrelease-demo/" in cmdline:
+            found.append(process)
+    return found
+
+
+def no_vllm_left(timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = []
+        for process in psutil.process_iter(["name", "cmdline"]):
+            cmdline = " ".join(process.info.get("cmdline") or [])
+            if (process.info.get("name") or "").startswith("VLLM::") or ("vllm" in cmdline and " serve " in cmdline):
+                alive.append(process)
+        if not alive:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.mark.parametrize(
+    ("change", "cause"),
+    [
+        (lambda d: d["serve"].__setitem__("args", ["--frobnicate"]), "bad argument"),
+        (lambda d: d["artifact"][0]["source"].__setitem__("path", "../../empty-model"), "model not found"),
+        (lambda d: (d["serve"].pop("plugin"), d["serve"]["env"].__setitem__("VLLM_PLUGINS", "none")), "missing plugin"),
+    ],
+    ids=["bad-argument", "model-not-found", "missing-plugin"],
+)
+def test_start_failures_are_diagnosed(demo_family: Path, tmp_path: Path, change: Any, cause: str) -> None:
+    """A server that cannot start is reported with its cause and log tail before any gate runs."""
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    (empty / "model.safetensors").write_bytes((demo_family.parent.parent / "build" / "demo" / "reference" /
+                                               "model.safetensors").read_bytes())
+    edit_manifest(demo_family, change)
+    started = time.monotonic()
+    result = hfrelease("eval", str(demo_family), "--artifact", "reference", "--gate", "mc", cwd=tmp_path)
+    assert result.returncode == ExitCode.SERVER_FAILED, result.stderr[-3000:]
+    assert f"before it became healthy: {cause}" in result.stderr, result.stderr[-3000:]
+    assert "last lines of" in result.stderr
+    assert not list((demo_family / "results").rglob("*.json"))
+    assert no_vllm_left()
+    assert time.monotonic() - started < 300
+
+
+def test_server_killed_mid_gate(demo_family: Path, tmp_path: Path) -> None:
+    """Killing vLLM during a gate: exit 5 with its cause, finished gates kept, nothing left, re-run completes."""
+    # A bigger budget for the thinking gate keeps the server busy long enough to be killed mid-gate.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hfrelease", "eval", str(demo_family), "--artifact", "fp8-dynamic", "--json"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    results = demo_family / "results"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and not list(results.rglob("*.json")):
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        time.sleep(0.1)
+    victims = servers_of(demo_family)
+    assert victims, "no vLLM server found to kill"
+    os.killpg(os.getpgid(victims[0].pid), signal.SIGKILL)
+    killed_at = time.monotonic()
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == ExitCode.SERVER_FAILED, err[-3000:]
+    assert time.monotonic() - killed_at < 60
+    assert "vLLM exited" in err and "while in use" in err
+    kept = Ledger(results).records(kind="gate")
+    assert 1 <= len(kept) < 4
+    assert no_vllm_left()
+
+    again = hfrelease("eval", str(demo_family), "--artifact", "fp8-dynamic", "--json", cwd=tmp_path)
+    assert again.returncode in (ExitCode.OK, ExitCode.GATE_FAILED), again.stderr[-3000:]
+    report = json.loads(again.stdout)
+    measured = [r for r in report["rows"] if r["origin"] == "measured"]
+    assert len(measured) == 4 - len(kept)
+    assert len(Ledger(results).records(kind="gate")) == 4
