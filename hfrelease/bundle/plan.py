@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections import defaultdict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,11 +36,13 @@ from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Artifact, Manifest
 
 RESERVED = (MANIFEST_NAME, ".gitattributes")  # the Hub's .gitattributes stays as the repo has it
-RENDERED = {"README.md": "card", "CITATION.cff": "citation"}
+RENDERED = {"README.md": "card", "CITATION.cff": "citation", "citation.bib": "citation"}
 RENDERED_DIRS = {"plots": (".png", ".svg", ".jpg", ".jpeg", ".webp"), ".eval_results": (".yaml", ".yml")}
 PLUGIN_PREFIX = "vllm_plugin/"
 LEDGER_PREFIX = "ledger/"
 
+HASH_THREADS = 4  # at most; fewer on fewer cores (one thread per core keeps reads sequential per file)
+SMALL_FILE = 16 * 1024 * 1024  # below this, a file is hashed on the calling thread (see `_hash_all`)
 SourceFetcher = Callable[[str, str], Path]  # (repo id, revision) -> local snapshot directory
 
 
@@ -182,6 +184,7 @@ def bundle_family(
     if refusals:
         raise BundleRefusedError(refusals)
 
+    digests = _hash_all([c for _, c, _ in gathered], cache)
     repos = []
     for artifact, candidates, plugin_dir in gathered:
         plugin = None
@@ -190,7 +193,7 @@ def bundle_family(
                 files = [p.removeprefix(PLUGIN_PREFIX) for p in candidates.by_path if p.startswith(PLUGIN_PREFIX)]
                 plugins[plugin_dir] = plugin_checker(plugin_dir, sorted(files))
             plugin = plugins[plugin_dir]
-        repos.append(_repo_bundle(manifest, artifact, candidates, cache, plugin))
+        repos.append(_repo_bundle(manifest, artifact, candidates, digests, plugin))
     return FamilyBundle(
         family=manifest.family.name, version=manifest.family.version, tag=manifest.tag_name(),
         owner=manifest.family.owner, collection=manifest.publish.collection or manifest.family.collection,
@@ -386,16 +389,41 @@ def _walk(root: Path, bound: Path, found: _Candidates, *, plugin_tree: bool = Fa
     return sorted(files)
 
 
+def _hash_threads() -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(HASH_THREADS, cores))
+
+
+def _hash_all(gathered: Sequence[_Candidates], cache: HashCache | None) -> dict[Path, FileHash]:
+    """Every distinct file of every repo hashed once: large files on all cores, small ones alongside.
+
+    Hashing is the one CPU-bound step before the first upload (a bare `create_commit` hashes as much,
+    file after file; see BENCHMARKS.md). hashlib and file reads release the GIL, so on a machine with
+    free cores large files are hashed by up to HASH_THREADS threads, largest first to keep them evenly
+    busy to the end. Small files
+    (configs, tokenizer, card, ledger records) cost little to read but each costs the cache one durable
+    save (~10 ms of fsync); they are hashed meanwhile on the calling thread, whose waits then overlap
+    the large files' hashing instead of following it. A file shared by two repos is read once.
+    """
+    reals = sorted({real for found in gathered for real, _ in found.by_path.values()},
+                   key=lambda real: (-real.stat().st_size, str(real)))  # fmt: skip
+    large = [real for real in reals if real.stat().st_size >= SMALL_FILE]
+    small = [real for real in reals if real.stat().st_size < SMALL_FILE]
+
+    def one(real: Path) -> FileHash:
+        return hash_files(real.parent, [real.name], cache)[0]
+
+    with ThreadPoolExecutor(max_workers=_hash_threads(), thread_name_prefix="hfrelease-hash") as pool:
+        pending = pool.map(one, large)
+        digests = {real: one(real) for real in small}
+        digests.update(zip(large, pending, strict=True))
+    return digests
+
+
 def _repo_bundle(
-    manifest: Manifest, artifact: Artifact, found: _Candidates, cache: HashCache | None, plugin: PluginReport | None
-) -> RepoBundle:
-    by_dir: dict[Path, list[str]] = defaultdict(list)
-    for real, _ in found.by_path.values():
-        by_dir[real.parent].append(real.name)
-    digests: dict[Path, FileHash] = {}
-    for directory, names in by_dir.items():
-        for name, digest in zip(names, hash_files(directory, names, cache), strict=True):
-            digests[directory / name] = digest
+    manifest: Manifest, artifact: Artifact, found: _Candidates, digests: dict[Path, FileHash],
+    plugin: PluginReport | None,
+) -> RepoBundle:  # fmt: skip
     files = [
         BundleFile(path=path, size=digests[real].size, sha256=digests[real].sha256, role=role, source=real)
         for path, (real, role) in found.by_path.items()

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+
     from hfrelease.bundle import FamilyBundle
     from hfrelease.publish import PublishReport
+    from hfrelease.publish.events import OnEvent, PublishEvent
 
 _MANIFEST = click.argument("manifest", type=click.Path(path_type=Path), default=Path())
 _ARTIFACT = click.option("--artifact", "artifacts", multiple=True, help="Only this artifact id (repeatable).")
@@ -112,12 +118,91 @@ def publish(
         err_console.print(f"[dim]{line}[/]", soft_wrap=True, markup=True, highlight=False)
 
     cache = _hash_cache()
-    report = publish_family(
-        _load(manifest), hub=hub, hub_root=hub_root, dry_run=dry_run, pr=pr, artifacts=artifacts, cache=cache,
-        echo=echo,
-    )  # fmt: skip
+    # Not with -vv: huggingface_hub's debug log would scroll through the live display.
+    with release_progress(err_console, enabled=err_console.is_terminal and verbose < 2) as on_event:
+        report = publish_family(
+            _load(manifest), hub=hub, hub_root=hub_root, dry_run=dry_run, pr=pr, artifacts=artifacts, cache=cache,
+            echo=echo, on_event=on_event,
+        )  # fmt: skip
     cache.save()
     _print_report(report, as_json=as_json, verbose=verbose)
+
+
+class ReleaseProgress:
+    """A live Rich display of a release: one row per repo, its steps (stage -> verify -> promote -> tag) and
+    the bytes staged so far. Called with the core's events (`hfrelease.publish.events`), from any thread."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, TaskID] = {}
+        self.sent: dict[str, dict[str, int]] = {}  # repo -> path -> bytes read for upload so far
+        self.done: dict[str, list[str]] = {}  # repo -> steps finished
+
+    def __call__(self, event: PublishEvent) -> None:
+        from hfrelease.publish.events import BytesSent, RepoPlanned, StepDone, StepStarted
+
+        if isinstance(event, RepoPlanned):
+            total = event.bytes_to_send or None
+            self.tasks[event.repo] = self.progress.add_task(
+                "already released" if event.released else self._steps(event.repo, None), repo=event.repo,
+                total=total, completed=0,
+            )  # fmt: skip
+            self.sent[event.repo], self.done[event.repo] = {}, []
+            return
+        task = self.tasks.get(event.repo)
+        if task is None:
+            return
+        if isinstance(event, BytesSent):
+            self.sent[event.repo][event.path] = event.sent
+            self.progress.update(task, completed=sum(self.sent[event.repo].values()))
+        elif isinstance(event, StepStarted):
+            self.progress.update(task, description=self._steps(event.repo, event.step))
+        elif isinstance(event, StepDone):
+            self.done[event.repo].append(event.step)
+            description = self._steps(event.repo, None)
+            if event.step == "tag":
+                description = f"[green]released {event.detail}[/] at {(event.commit or '')[:12]}"
+            # After staging, the Hub has all the content, including what it skipped because it held it already.
+            completed = self.progress.tasks[task].total if event.step == "stage" else None
+            self.progress.update(task, description=description, completed=completed)
+
+    def _steps(self, repo: str, current: str | None) -> str:
+        from hfrelease.publish.events import STEPS
+
+        done = self.done.get(repo, [])
+        shown = [f"[green]{s}[/]" if s in done else f"[bold yellow]{s}[/]" if s == current else f"[dim]{s}[/]"
+                 for s in STEPS]  # fmt: skip
+        return " → ".join(shown)
+
+
+@contextlib.contextmanager
+def release_progress(console: Console, *, enabled: bool) -> Iterator[OnEvent | None]:
+    """The live display's event handler while the block runs (None when disabled).
+
+    huggingface_hub's own tqdm bars are switched off meanwhile (and back on after, if they were on):
+    both drawing on one terminal garbles it, and the display already counts the bytes they would.
+    """
+    if not enabled:
+        yield None
+        return
+    # Documented public helpers, exported lazily by huggingface_hub.utils, which mypy cannot see.
+    from huggingface_hub.utils import (  # type: ignore[attr-defined]
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    were_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
+    columns = (TextColumn("{task.fields[repo]}"), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+               TransferSpeedColumn())  # fmt: skip
+    try:
+        with Progress(*columns, console=console) as progress:
+            yield ReleaseProgress(progress)
+    finally:
+        if not were_disabled:
+            enable_progress_bars()
 
 
 def _report_data(report: PublishReport) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, quote, urlencode
 
 from hfrelease.hub import errors, gitattributes, payloads
 from hfrelease.hub.auth import UrlSigner
-from hfrelease.hub.collection_store import ITEM_TYPES, CollectionStore
+from hfrelease.hub.collection_store import ITEM_TYPES, LISTED_ITEMS, CollectionStore
 from hfrelease.hub.faults import FaultInjector, FaultRule
 from hfrelease.hub.messages import FileBody, Request, Response, json_response
 from hfrelease.hub.routes import Route
@@ -500,8 +500,29 @@ class Endpoints:
         return collection
 
     def collection_list(self, route: Route, request: Request) -> Response:
-        visible = [c for c in self.collections.list(owner=request.param("owner")) if request.user or not c["private"]]
-        return self._paginate(request, visible, int(request.param("limit") or 100))
+        """The listing's shape is the Hub's, not `get_collection`'s: no `position` and at most 4 items each.
+
+        huggingface_hub's `list_collections` numbers the collections itself (`Collection(position=n, **data)`),
+        so a `position` in the answer is a TypeError on the client.
+        """
+        owners = set(request.query.get("owner") or ())
+        # `item` is "<type>s/<id>" (models/alice/x, datasets/..., papers/2311.12983), as the Hub takes it.
+        wanted = {tuple(i.split("/", 1)) for i in request.query.get("item") or () if "/" in i}
+        listed = []
+        for collection in self.collections.list(owner=None):
+            if collection["private"] and not request.user:
+                continue
+            if owners and collection["owner"]["name"] not in owners:
+                continue
+            items = collection["items"]
+            if wanted and not any((f"{i['type']}s", i["id"]) in wanted for i in items):
+                continue
+            listed.append({k: v for k, v in collection.items() if k != "position"} | {"items": items[:LISTED_ITEMS]})
+        if request.param("sort") == "lastModified":
+            listed.sort(key=lambda c: str(c["lastUpdated"]), reverse=True)
+        elif request.param("sort") == "upvotes":
+            listed.sort(key=lambda c: int(c["upvotes"]), reverse=True)
+        return self._paginate(request, listed, int(request.param("limit") or 100))
 
     def collection_create(self, route: Route, request: Request) -> Response:
         body = request.json_object()

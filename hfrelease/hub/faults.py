@@ -8,11 +8,14 @@ hits and what happens to them:
     FaultRule(endpoint="lfs-upload", status=500, times=1)         # the LFS PUT fails once (body is drained)
     FaultRule(endpoint="commit", drop_connection=True, after=True) # commit lands, connection drops, no answer
     FaultRule(repo="alice/broken", status=500, times=None)        # everything about one repo fails, always
+    FaultRule(endpoint="commit", revision="main", status=500)    # commits to main fail, to a branch work
 
 `endpoint` is one of the names in `hfrelease.hub.server.ENDPOINTS` (the same names the stats use); `None`
-matches every endpoint. `after=True` applies the request first and then fails (status or dropped
-connection), which is how a lost response to a successful commit looks from the client. `times=None`
-means forever. Rules are tried in the order added; the first that matches fires.
+matches every endpoint. `revision` matches the revision a request names in its path (commit, preupload,
+tree, repo-info at a revision, ...), so a rule can fail a release's commit to main but not its staging
+branch; requests naming no revision never match a rule that sets one. `after=True` applies the request
+first and then fails (status or dropped connection), which is how a lost response to a successful commit
+looks from the client. `times=None` means forever. Rules are tried in the order added; the first that matches fires.
 
 Rules are set in-process with `HubServer.faults.add(...)`, or over HTTP when fault injection is on:
 
@@ -35,6 +38,7 @@ class FaultRule:
     endpoint: str | None = None
     method: str | None = None
     repo: str | None = None  # "namespace/name"
+    revision: str | None = None  # as named in the request path, decoded: "main", "hfrelease/staging/v1.0"
     status: int | None = None
     retry_after: int | None = None
     drop_connection: bool = False
@@ -57,11 +61,12 @@ class FaultRule:
             raise ValueError(f"unknown fault rule fields: {sorted(unknown)}; known: {sorted(known)}")
         return cls(**data)
 
-    def matches(self, *, endpoint: str, method: str, repo: str | None) -> bool:
+    def matches(self, *, endpoint: str, method: str, repo: str | None, revision: str | None = None) -> bool:
         return (
             (self.endpoint is None or self.endpoint == endpoint)
             and (self.method is None or self.method.upper() == method)
             and (self.repo is None or self.repo == repo)
+            and (self.revision is None or self.revision == revision)
         )
 
 
@@ -86,12 +91,14 @@ class FaultInjector:
         with self._lock:
             self._rules.clear()
 
-    def take(self, *, endpoint: str, method: str, repo: str | None, after: bool) -> FaultRule | None:
+    def take(
+        self, *, endpoint: str, method: str, repo: str | None, after: bool, revision: str | None = None
+    ) -> FaultRule | None:
         """The rule that fires for this request at this phase (before or after applying it), if any."""
         with self._lock:
             for armed in self._rules:
                 rule = armed.rule
-                if rule.after == after and rule.matches(endpoint=endpoint, method=method, repo=repo):
+                if rule.after == after and rule.matches(endpoint=endpoint, method=method, repo=repo, revision=revision):
                     armed.fired += 1
                     if rule.times is not None and armed.fired >= rule.times:
                         self._rules.remove(armed)

@@ -161,7 +161,10 @@ class _Handler(BaseHTTPRequestHandler):
             body = b"" if route.streaming else self._read_body()
             user = app.credentials.authenticate(self.headers.get("Authorization"))
             repo = route.repo.repo_id if route.repo else None
-            if (rule := app.faults.take(endpoint=endpoint, method=method, repo=repo, after=False)) is not None:
+            # Repo routes carry the revision first among their path arguments (when they name one).
+            revision = route.args[0] if route.repo and route.args else None
+            if (rule := app.faults.take(endpoint=endpoint, method=method, repo=repo, revision=revision,
+                                        after=False)) is not None:  # fmt: skip
                 for _ in self._body_chunks() if not self._body_done else ():
                     pass  # drain, so the client reads our answer instead of a reset connection
                 self._fault(rule, started, split.path)
@@ -174,7 +177,8 @@ class _Handler(BaseHTTPRequestHandler):
                 body_chunks=self._body_chunks() if route.streaming else None,
             )  # fmt: skip
             response = app.endpoints.handle(route, request)
-            if (rule := app.faults.take(endpoint=endpoint, method=method, repo=repo, after=True)) is not None:
+            if (rule := app.faults.take(endpoint=endpoint, method=method, repo=repo, revision=revision,
+                                        after=True)) is not None:  # fmt: skip
                 self._fault(rule, started, split.path)
                 return
         except errors.HubHTTPError as error:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -64,11 +65,16 @@ class HashCache:
     Losing the file costs a re-read, never a wrong hash, so an unreadable or foreign cache file is
     treated as empty. Two processes sharing one cache: the last save wins and the other's new
     entries are read again next time; still never wrong.
+
+    Thread-safe: publish hashes the files of several repos at once (hashlib releases the GIL, so two
+    threads use two cores), all through one cache.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.bytes_read = 0  # over this object's lifetime: what a benchmark of several runs sums
+        # Re-entrant: `record` stores and saves under one hold, so no save sees half of a file's update.
+        self._lock = threading.RLock()
         self._entries: dict[str, dict[str, int | str]] = self._load(path)
 
     @staticmethod
@@ -83,7 +89,8 @@ class HashCache:
 
     def lookup(self, key: str, signature: _Signature) -> str | None:
         """The cached sha256 of `key` if its stat signature is unchanged, else None."""
-        entry = self._entries.get(key)
+        with self._lock:
+            entry = self._entries.get(key)
         if entry is None or _entry_signature(entry) != signature:
             return None
         sha = entry.get("sha256")
@@ -91,7 +98,7 @@ class HashCache:
 
     def store(self, key: str, signature: _Signature, sha256: str) -> None:
         size, mtime_ns, ctime_ns, inode, device = signature
-        self._entries[key] = {
+        entry: dict[str, int | str] = {
             "size": size,
             "mtime_ns": mtime_ns,
             "ctime_ns": ctime_ns,
@@ -99,11 +106,22 @@ class HashCache:
             "device": device,
             "sha256": sha256,
         }
+        with self._lock:
+            self._entries[key] = entry
+
+    def record(self, key: str, signature: _Signature, sha256: str, *, bytes_read: int) -> None:
+        """Store a digest just computed, count the bytes read for it, and save: one atomic step."""
+        with self._lock:
+            self.store(key, signature, sha256)
+            self.bytes_read += bytes_read
+            # Saved after every file read, so an interrupted run over a large artifact keeps what it hashed.
+            self.save()
 
     def save(self) -> None:
         """Write the cache atomically (a crash leaves the previous cache, never a torn one)."""
-        data = {"format": _CACHE_FORMAT, "files": self._entries}
-        write_atomic(self.path, json.dumps(data, sort_keys=True, separators=(",", ":")).encode())
+        with self._lock:
+            data = {"format": _CACHE_FORMAT, "files": self._entries}
+            write_atomic(self.path, json.dumps(data, sort_keys=True, separators=(",", ":")).encode())
 
 
 def _entry_signature(entry: dict[str, int | str]) -> tuple[object, ...]:
@@ -250,8 +268,5 @@ def _hash_one(real: Path, key: str, cache: HashCache | None) -> tuple[int, str, 
         )
     sha = digest.hexdigest()
     if cache is not None:
-        cache.store(key, before, sha)
-        cache.bytes_read += read
-        # Saved after every file read, so an interrupted run over a large artifact keeps what it hashed.
-        cache.save()
+        cache.record(key, before, sha, bytes_read=read)
     return before[0], sha, read

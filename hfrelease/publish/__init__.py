@@ -1,14 +1,15 @@
 """Publish: push a family's bundles to the Hub, all-or-nothing, one commit and one tag per repo.
 
 `family.publish_family` is the entry point; `release.py` is the staged, resumable driver, `staging.py`
-the per-repo staging, `verify.py` the read-back checks, `tokens.py` the credential handling.
+the per-repo staging, `promote.py` the commits to main, tags and clean-up, `verify.py` the read-back
+checks, `events.py` the structured progress a display draws, `tokens.py` the credential handling.
 """
 
 from hfrelease.publish.family import PublishReport, publish_family
+from hfrelease.publish.promote import RepoOutcome
 from hfrelease.publish.release import (
     ReleaseOutcome,
     ReleasePlan,
-    RepoOutcome,
     RepoPlan,
     check_tags,
     execute_release,

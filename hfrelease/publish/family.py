@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from hfrelease.bundle import FamilyBundle, bundle_family
 from hfrelease.bundle.plugin_check import PluginChecker, check_plugin
 from hfrelease.ledger.hashing import HashCache
 from hfrelease.manifest import Manifest, load_manifest
+from hfrelease.publish.events import OnEvent
 from hfrelease.publish.release import Echo, ReleaseOutcome, ReleasePlan, execute_release, plan_release
 from hfrelease.publish.target import disable_xet, open_hub
 from hfrelease.publish.tokens import Token, resolve_token
@@ -36,6 +38,18 @@ class PublishReport:
     token_source: str | None
 
 
+def resume_command(root: Path, *, hub: str | None, hub_root: Path | None, artifacts: Sequence[str]) -> str:
+    """The `hfrelease publish` command line that resumes this release (never with --pr: it finishes it)."""
+    words = ["hfrelease", "publish", str(root)]
+    if hub:
+        words += ["--hub", hub]
+    if hub_root is not None:
+        words += ["--hub-root", str(hub_root)]
+    for artifact in artifacts:
+        words += ["--artifact", artifact]
+    return shlex.join(words)
+
+
 def publish_family(
     manifest: Manifest | Path,
     *,
@@ -50,12 +64,14 @@ def publish_family(
     api_factory: ApiFactory = _default_api,
     plugin_checker: PluginChecker | None = check_plugin,
     echo: Echo | None = None,
+    on_event: OnEvent | None = None,
 ) -> PublishReport:
     """Bundle every published artifact, plan against the Hub, and release all-or-nothing.
 
     `hub` is a Hub URL or `local` (the built-in Hub under `hub_root`, default `<family>/.hfrelease/hub`);
     default: the manifest's `[publish].endpoint`. `api` overrides both with a ready client. Without a
     token (given, or resolved the way huggingface_hub resolves it) the run is a dry run: the plan only.
+    `echo` gets log lines, `on_event` the structured progress of `hfrelease.publish.events`.
     """
     loaded = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
     bundle = bundle_family(loaded, cache=cache, artifacts=artifacts, plugin_checker=plugin_checker)
@@ -79,7 +95,9 @@ def publish_family(
         outcome = None
         if reason is None:
             use_pr = loaded.publish.pr if pr is None else pr
-            outcome = execute_release(plan, client, pr=use_pr, echo=echo)
+            resume = resume_command(loaded.root, hub=hub or (api.endpoint if api is not None else None),
+                                    hub_root=hub_root, artifacts=artifacts)  # fmt: skip
+            outcome = execute_release(plan, client, pr=use_pr, echo=echo, on_event=on_event, resume_command=resume)
         return PublishReport(
             bundle=bundle, plan=plan, outcome=outcome, dry_run=reason is not None, dry_run_reason=reason,
             endpoint=endpoint, token_source=credential.source if credential else None,

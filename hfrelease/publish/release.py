@@ -6,16 +6,20 @@
     promote  only when every repo is staged: one `create_commit` on main with `parent_commit` = the main
              the plan read (a concurrent change is a 412, never overwritten); the LFS content is already
              on the Hub, so this commit sends only the small regular files again
-    tag      the tag at exactly that commit; staging branches deleted; repos added to the collection
+    tag      the tag at exactly that commit; staging branches deleted; pull requests an earlier `--pr` run
+             opened for this release closed with a comment naming the commit on main that carries it;
+             repos added to the collection (`promote.py` holds these last steps)
 
 A failure while staging leaves every main and tag as it was, and a re-run reuses what was staged. The
 Hub has no multi-repo transaction, so the promote step (a few small commits) is the one window in which
-some mains can move before others; a failure there is resumed forward by re-running, which the error says.
+some mains can move before others; a failure there names every repo's state and the command that resumes
+it forward: released repos are left alone, the rest are committed from what was staged and tagged once.
+
+Progress goes out as structured events (`events.py`) to `on_event`; log lines to `echo`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import tempfile
 import uuid
@@ -25,18 +29,25 @@ from pathlib import Path
 from typing import Literal
 
 from huggingface_hub import HfApi
-from huggingface_hub.errors import HfHubHTTPError
 
 from hfrelease.bundle import FamilyBundle, RepoBundle
 from hfrelease.errors import HfreleaseError, PublishError
-from hfrelease.publish.remote import RemoteRevision, RepoChanges, compare, read_revision
-from hfrelease.publish.staging import Staged, StaleParentError, commit_bundle, stage_as_pull_request, stage_on_branch
-from hfrelease.publish.staging import staging_branch as _staging_branch
+from hfrelease.publish import events
+from hfrelease.publish.events import BytesSent, OnEvent, RepoPlanned, StepDone, StepStarted
+from hfrelease.publish.promote import RepoOutcome, promote_and_tag, resume_hint, tidy_released
+from hfrelease.publish.remote import RemoteRevision, RepoChanges, compare, head_commit, read_revision
+from hfrelease.publish.staging import (
+    Staged,
+    find_pull_request,
+    pr_title,
+    stage_as_pull_request,
+    stage_on_branch,
+    staging_branch,
+)
 from hfrelease.publish.verify import verify_revision
 from hfrelease.redact import redact
 
 TagState = Literal["absent", "released", "elsewhere"]
-RepoStatus = Literal["published", "tagged", "already-published", "staged"]
 Echo = Callable[[str], None]
 
 
@@ -50,6 +61,8 @@ class RepoPlan:
     tag_commit: str | None  # where the release tag points now, if it exists
     tag_state: TagState
     card_diff: str  # unified diff of README.md, Hub's main -> bundle ("" when equal)
+    open_pr: int | None = None  # the open pull request an earlier `--pr` run made for this release
+    staging_left: bool = False  # the staging branch exists (an interrupted run left it)
 
     @property
     def repo(self) -> str:
@@ -57,11 +70,12 @@ class RepoPlan:
 
     @property
     def action(self) -> str:
+        close = f", close PR #{self.open_pr}" if self.open_pr is not None else ""
         if self.tag_state == "released":
-            return "none (already released)"
+            return f"none (already released){close}"
         if self.main is None:
             return "create repo, commit, tag"
-        return "commit, tag" if not self.changes.empty else "tag only (main already holds the bundle)"
+        return ("commit, tag" if not self.changes.empty else "tag only (main already holds the bundle)") + close
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,14 +90,6 @@ class ReleasePlan:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RepoOutcome:
-    repo: str
-    status: RepoStatus
-    commit: str | None  # the tagged commit (or the staged one, with pr=True)
-    staged_ref: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
 class ReleaseOutcome:
     tag: str
     status: Literal["published", "already-published", "staged"]
@@ -91,26 +97,26 @@ class ReleaseOutcome:
     message: str
 
 
-def _resume_hint(done: str) -> str:
-    return (
-        f"{done} Re-run the same `hfrelease publish` command to resume: staged repos are reused, nothing "
-        "already uploaded is sent again, and no second commit or pull request is made."
-    )
-
-
-def plan_repo(api: HfApi, bundle: RepoBundle, *, tag: str) -> RepoPlan:
+def plan_repo(api: HfApi, bundle: RepoBundle, *, tag: str, family: str | None = None) -> RepoPlan:
+    """Read one repo; with `family`, also find the pull request a `--pr` run of this release left open."""
     main = read_revision(api, bundle.repo, "main")
     tag_commit: str | None = None
     state: TagState = "absent"
+    open_pr: int | None = None
+    staging_left = False
     if main is not None:
-        tags = {t.name: t.target_commit for t in api.list_repo_refs(bundle.repo).tags}
-        tag_commit = tags.get(tag)
+        refs = api.list_repo_refs(bundle.repo, include_pull_requests=family is not None)
+        tag_commit = {t.name: t.target_commit for t in refs.tags}.get(tag)
+        staging_left = staging_branch(tag) in {b.name for b in refs.branches}
+        # Pull request refs are listed with the other refs: without any, the discussions need not be read.
+        if family is not None and refs.pull_requests:
+            open_pr = find_pull_request(api, bundle.repo, pr_title(family, tag))
         if tag_commit is not None:
             tagged = read_revision(api, bundle.repo, tag_commit)
             state = "released" if tagged is not None and compare(bundle, tagged).empty else "elsewhere"
     return RepoPlan(
         bundle=bundle, main=main, changes=compare(bundle, main), tag_commit=tag_commit, tag_state=state,
-        card_diff=_card_diff(api, bundle, main),
+        card_diff=_card_diff(api, bundle, main), open_pr=open_pr, staging_left=staging_left,
     )  # fmt: skip
 
 
@@ -133,7 +139,7 @@ def _card_diff(api: HfApi, bundle: RepoBundle, main: RemoteRevision | None) -> s
 
 def plan_release(bundle: FamilyBundle, api: HfApi) -> ReleasePlan:
     """Read the Hub and diff every repo against the bundle; writes nothing."""
-    repos = tuple(plan_repo(api, repo, tag=bundle.tag) for repo in bundle.repos)
+    repos = tuple(plan_repo(api, repo, tag=bundle.tag, family=bundle.family) for repo in bundle.repos)
     return ReleasePlan(bundle=bundle, endpoint=api.endpoint, repos=repos)
 
 
@@ -150,20 +156,39 @@ def check_tags(plan: ReleasePlan) -> None:
 
 
 def execute_release(
-    plan: ReleasePlan, api: HfApi, *, pr: bool = False, run_id: str | None = None, echo: Echo | None = None
+    plan: ReleasePlan,
+    api: HfApi,
+    *,
+    pr: bool = False,
+    run_id: str | None = None,
+    echo: Echo | None = None,
+    on_event: OnEvent | None = None,
+    resume_command: str | None = None,
 ) -> ReleaseOutcome:
-    """Carry out `plan`: stage and verify all, then (unless `pr`) promote, tag and collect all."""
+    """Carry out `plan`: stage and verify all, then (unless `pr`) promote, tag and collect all.
+
+    `resume_command` is the command a failure's hint tells the user to run (default: "the same `hfrelease
+    publish` command"); `on_event` receives the structured progress of `events.py`.
+    """
     say = echo or (lambda _: None)
+    emit = on_event or events.ignore
     run = run_id or uuid.uuid4().hex
+    resume = resume_command or "the same `hfrelease publish` command (without --pr)"
     check_tags(plan)
+    for r in plan.repos:
+        released = r.tag_state == "released"
+        emit(RepoPlanned(repo=r.repo, bytes_to_send=0 if released else r.changes.bytes_to_send, released=released))
     todo = [r for r in plan.repos if r.tag_state != "released"]
-    done = [RepoOutcome(repo=r.repo, status="already-published", commit=r.tag_commit) for r in plan.repos
-            if r.tag_state == "released"]  # fmt: skip
+    finished = [r for r in plan.repos if r.tag_state == "released"]
+    done = [RepoOutcome(repo=r.repo, status="already-published", commit=r.tag_commit) for r in finished]
+    if not pr:
+        # What an earlier, interrupted or `--pr` run left behind on repos that are already released.
+        tidy_released(plan.tag, api, finished, say=say)
     if not todo:
         return ReleaseOutcome(tag=plan.tag, status="already-published", repos=tuple(done),
                               message=f"{plan.tag} is already published: nothing to do")  # fmt: skip
     todo = [_ensure_repo(api, r, private=plan.bundle.private) for r in todo]
-    staged = _stage_all(plan, api, todo, pr=pr, run=run, say=say)
+    staged = _stage_all(plan, api, todo, pr=pr, run=run, say=say, emit=emit, resume=resume)
     if pr:
         outcomes = [
             RepoOutcome(repo=r.repo, status="staged", commit=s.commit, staged_ref=s.ref) if (s := staged.get(r.repo))
@@ -175,10 +200,8 @@ def execute_release(
     # Repos a concurrent run of the same release has already committed are only tagged (if it has not yet):
     # carrying on, rather than stopping, is what guarantees the release completes if that run dies.
     concurrent = _check_mains(plan, api, todo)
-    outcomes = _promote_and_tag(plan, api, todo, run=run, say=say, concurrent=concurrent)
-    for r in todo:
-        if r.repo in staged and staged[r.repo].pr_num is None:
-            _delete_branch(api, r.repo, _staging_branch(plan.tag))
+    outcomes = promote_and_tag(plan, api, todo, staged, run=run, say=say, emit=emit, concurrent=concurrent,
+                               resume=resume)  # fmt: skip
     _add_to_collection(plan, api, say)
     ours = [o.repo for o in outcomes if o.status in ("published", "tagged")]
     theirs = [o.repo for o in outcomes if o.status == "already-published"]
@@ -200,30 +223,52 @@ def _ensure_repo(api: HfApi, plan: RepoPlan, *, private: bool) -> RepoPlan:
     return replace(plan, main=main, changes=compare(plan.bundle, main))
 
 
+def _reuse_pull_request(api: HfApi, r: RepoPlan) -> Staged | None:
+    """The pull request an earlier `--pr` run opened, if it holds exactly the bundle: staged already."""
+    if r.open_pr is None:
+        return None
+    ref = f"refs/pr/{r.open_pr}"
+    current = read_revision(api, r.repo, ref)
+    if current is None or not compare(r.bundle, current).empty:
+        return None
+    return Staged(repo=r.repo, ref=ref, commit=current.commit, pr_num=r.open_pr, committed=False)
+
+
 def _stage_all(
-    plan: ReleasePlan, api: HfApi, todo: list[RepoPlan], *, pr: bool, run: str, say: Echo
-) -> dict[str, Staged]:
+    plan: ReleasePlan, api: HfApi, todo: list[RepoPlan], *, pr: bool, run: str, say: Echo, emit: OnEvent,
+    resume: str,
+) -> dict[str, Staged]:  # fmt: skip
     staged: dict[str, Staged] = {}
     for number, r in enumerate(todo, start=1):
         if r.changes.empty or r.main is None:
+            for step in events.STEPS[:2]:
+                emit(StepDone(repo=r.repo, step=step, commit=r.main.commit if r.main else None,
+                              detail="main already holds the bundle"))  # fmt: skip
             continue
+
+        def progress(path: str, sent: int, size: int, repo: str = r.repo) -> None:
+            emit(BytesSent(repo=repo, path=path, sent=sent, size=size))
+
         try:
             say(f"staging {r.repo} ({number}/{len(todo)}): {r.changes.bytes_to_send} bytes at most")
+            emit(StepStarted(repo=r.repo, step="stage"))
             if pr:
                 result = stage_as_pull_request(api, r.bundle, family=plan.bundle.family, tag=plan.tag, base=r.main,
-                                               run_id=run)  # fmt: skip
+                                               run_id=run, progress=progress)  # fmt: skip
             else:
-                result = stage_on_branch(api, r.bundle, tag=plan.tag, base=r.main, run_id=run)
+                result = _reuse_pull_request(api, r) or stage_on_branch(
+                    api, r.bundle, tag=plan.tag, base=r.main, run_id=run, progress=progress, exists=r.staging_left
+                )
+            emit(StepDone(repo=r.repo, step="stage", commit=result.commit,
+                          detail="committed" if result.committed else f"reused {result.ref}"))  # fmt: skip
+            emit(StepStarted(repo=r.repo, step="verify"))
             verify_revision(api, r.bundle, result.commit)
-        except HfreleaseError as error:
-            raise PublishError(
-                f"staging {r.repo} failed: {redact(error.message)}",
-                hint=_resume_hint("No repo's main branch or tags were changed."),
-            ) from error
+            emit(StepDone(repo=r.repo, step="verify", commit=result.commit, detail="verified"))
         except Exception as error:
+            message = error.message if isinstance(error, HfreleaseError) else f"{type(error).__name__}: {error}"
             raise PublishError(
-                f"staging {r.repo} failed: {type(error).__name__}: {redact(str(error))}",
-                hint=_resume_hint("No repo's main branch or tags were changed."),
+                f"staging {r.repo} failed: {redact(message)}",
+                hint=resume_hint("No repo's main branch or tags were changed.", resume),
             ) from error
         staged[r.repo] = result
         say(f"staged {r.repo} at {result.ref} ({result.commit[:12]}), verified")
@@ -235,6 +280,9 @@ def _check_mains(plan: ReleasePlan, api: HfApi, todo: list[RepoPlan]) -> dict[st
     released_elsewhere: dict[str, str] = {}
     for r in todo:
         if r.main is None:
+            continue
+        # One request per repo when nothing moved (the usual case); the tree only when something did.
+        if head_commit(api, r.repo, "main") in (None, r.main.commit):
             continue
         now = read_revision(api, r.repo, "main")
         if now is None or now.commit == r.main.commit:
@@ -248,63 +296,6 @@ def _check_mains(plan: ReleasePlan, api: HfApi, todo: list[RepoPlan]) -> dict[st
             hint="Look at the new commit on the Hub, then run `hfrelease publish` again to plan against it.",
         )
     return released_elsewhere
-
-
-def _promote_and_tag(
-    plan: ReleasePlan, api: HfApi, todo: list[RepoPlan], *, run: str, say: Echo, concurrent: dict[str, str]
-) -> list[RepoOutcome]:
-    outcomes: list[RepoOutcome] = []
-    promoted: list[str] = []
-    for r in todo:
-        if r.main is None:
-            continue
-        status: RepoStatus
-        try:
-            if r.repo in concurrent:
-                commit, status = concurrent[r.repo], "already-published"
-            elif r.changes.empty:
-                commit, status = r.main.commit, "tagged"
-            else:
-                landed = commit_bundle(api, r.bundle, r.changes.operations(), revision="main", parent=r.main.commit,
-                                       title=f"Release {plan.tag}", run_id=run)  # fmt: skip
-                commit = landed.commit
-                status = "published" if landed.ours else "already-published"
-                verify_revision(api, r.bundle, commit, read_back=False)
-            promoted.append(r.repo)
-            _tag(api, r.repo, plan.tag, commit)
-        except StaleParentError:
-            raise
-        except Exception as error:
-            moved = ", ".join(promoted) or "none"
-            message = error.message if isinstance(error, HfreleaseError) else f"{type(error).__name__}: {error}"
-            raise PublishError(
-                f"publishing {r.repo} failed after staging: {redact(message)} (mains already moved: {moved})",
-                hint=_resume_hint("Every repo is staged and verified."),
-            ) from error
-        say(f"{r.repo}: {plan.tag} -> {commit[:12]} ({status})")
-        outcomes.append(RepoOutcome(repo=r.repo, status=status, commit=commit))
-    return outcomes
-
-
-def _tag(api: HfApi, repo: str, tag: str, commit: str) -> None:
-    """Tag `commit`; an existing tag at the same commit is fine (huggingface_hub's exist_ok does not check)."""
-    try:
-        api.create_tag(repo, tag=tag, revision=commit, tag_message=f"hfrelease {tag}")
-    except HfHubHTTPError as error:
-        if error.response is None or error.response.status_code != 409:
-            raise
-        current = {t.name: t.target_commit for t in api.list_repo_refs(repo).tags}.get(tag)
-        if current != commit:
-            raise PublishError(
-                f"{repo}: tag {tag} was created at {current} by someone else while publishing (expected {commit})",
-                hint="Check the repo's tags on the Hub; a release tag must point at the release commit.",
-            ) from error
-
-
-def _delete_branch(api: HfApi, repo: str, branch: str) -> None:
-    # Already gone (a concurrent run cleaned up) is fine: the release does not depend on the branch.
-    with contextlib.suppress(HfHubHTTPError):
-        api.delete_branch(repo, branch=branch)
 
 
 def _add_to_collection(plan: ReleasePlan, api: HfApi, say: Echo) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
 
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
@@ -13,6 +17,7 @@ from huggingface_hub.hf_api import RepoFile
 from hfrelease.bundle import BundleFile, RepoBundle
 from hfrelease.errors import PublishError
 
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}")
 KEPT = (".gitattributes",)  # the Hub's own file: never deleted, never in a MANIFEST
 
 
@@ -33,7 +38,8 @@ class RemoteRevision:
 def read_revision(api: HfApi, repo: str, revision: str) -> RemoteRevision | None:
     """The files at `revision` (a branch, tag, PR ref or commit), or None if the repo or revision is missing."""
     try:
-        commit = api.repo_info(repo, revision=revision).sha
+        # A commit id names itself: asking repo_info for it would be a round trip that says nothing new.
+        commit = revision if is_commit_id(revision) else api.repo_info(repo, revision=revision).sha
         if commit is None:
             return None
         # Listed at the commit id, not the ref: a ref moving between the two calls cannot mix two trees.
@@ -46,6 +52,18 @@ def read_revision(api: HfApi, repo: str, revision: str) -> RemoteRevision | None
     except (RepositoryNotFoundError, RevisionNotFoundError):
         return None
     return RemoteRevision(commit=commit, files=files)
+
+
+def is_commit_id(revision: str) -> bool:
+    return _COMMIT_ID.fullmatch(revision) is not None
+
+
+def head_commit(api: HfApi, repo: str, revision: str) -> str | None:
+    """Where `revision` points now (one request), or None if the repo or revision is missing."""
+    try:
+        return api.repo_info(repo, revision=revision).sha
+    except (RepositoryNotFoundError, RevisionNotFoundError):
+        return None
 
 
 def git_blob_id(content: bytes) -> str:
@@ -80,9 +98,11 @@ class RepoChanges:
         """An upper bound: the Hub skips content it already stores (e.g. staged earlier, or in another repo)."""
         return sum(f.size for f in (*self.added, *self.changed))
 
-    def operations(self) -> list[CommitOperationAdd | CommitOperationDelete]:
+    def operations(self, progress: Progress | None = None) -> list[CommitOperationAdd | CommitOperationDelete]:
         """Fresh commit operations (huggingface_hub marks them committed: they cannot be reused)."""
-        ops: list[CommitOperationAdd | CommitOperationDelete] = [add_operation(f) for f in (*self.added, *self.changed)]
+        ops: list[CommitOperationAdd | CommitOperationDelete] = [
+            add_operation(f, progress=progress) for f in (*self.added, *self.changed)
+        ]
         ops += [CommitOperationDelete(path_in_repo=path) for path in self.deleted]
         return ops
 
@@ -103,10 +123,49 @@ def compare(bundle: RepoBundle, remote: RemoteRevision | None) -> RepoChanges:
     return RepoChanges(added=tuple(added), changed=tuple(changed), deleted=tuple(deleted), unchanged=tuple(unchanged))
 
 
-def add_operation(item: BundleFile) -> CommitOperationAdd:
+Progress = Callable[[str, int, int], None]  # (path in repo, bytes read so far, size)
+_REPORT_EVERY = 4 * 1024 * 1024  # httpx reads 64 KiB at a time: one report per read would be 16k calls per GB
+
+
+class ReportingAdd(CommitOperationAdd):
+    """A `CommitOperationAdd` that reports how far huggingface_hub has read its file to upload it.
+
+    huggingface_hub opens the file through `as_file` for the LFS PUT (with `with_tqdm=True`, its own bar);
+    here the read position is reported instead, so a caller can draw one display for the whole release.
+    The file object stays a real file (seekable): huggingface_hub seeks it back to retry a failed PUT.
+    """
+
+    progress: Progress | None = None
+
+    @contextlib.contextmanager
+    def as_file(self, with_tqdm: bool = False) -> Iterator[BinaryIO]:
+        report, source = self.progress, self.path_or_fileobj
+        if report is None or not isinstance(source, str | Path):
+            with super().as_file(with_tqdm=with_tqdm) as handle:
+                yield handle
+            return
+        size, path = self.upload_info.size, self.path_in_repo
+        with open(source, "rb") as handle:  # noqa: PTH123 - the same open huggingface_hub does
+            read, last = handle.read, -_REPORT_EVERY
+
+            def reporting_read(count: int | None = -1) -> bytes:
+                nonlocal last
+                data = read(count)
+                position = handle.tell()
+                if not data or abs(position - last) >= _REPORT_EVERY or position == size:
+                    last = position
+                    report(path, position, size)
+                return data
+
+            handle.read = reporting_read  # type: ignore[method-assign]
+            yield handle
+
+
+def add_operation(item: BundleFile, *, progress: Progress | None = None) -> CommitOperationAdd:
     """A CommitOperationAdd carrying the bundle's sha256, so huggingface_hub never reads the file to hash it."""
     source: str | bytes = str(item.source) if item.source is not None else item.read()
-    operation = CommitOperationAdd(path_in_repo=item.path, path_or_fileobj=source)
+    operation = ReportingAdd(path_in_repo=item.path, path_or_fileobj=source)
+    operation.progress = progress
     if operation.upload_info.size != item.size:
         raise PublishError(
             f"{item.source} changed since it was bundled ({item.size} bytes then, {operation.upload_info.size} now)",

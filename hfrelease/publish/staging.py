@@ -16,7 +16,7 @@ from huggingface_hub.errors import HfHubHTTPError
 
 from hfrelease.bundle import RepoBundle
 from hfrelease.errors import PublishError
-from hfrelease.publish.remote import RemoteRevision, compare, read_revision
+from hfrelease.publish.remote import Progress, RemoteRevision, compare, read_revision
 
 STAGING_PREFIX = "hfrelease/staging/"
 RUN_MARKER = "hfrelease-run:"
@@ -93,29 +93,45 @@ def commit_bundle(
             ) from error
         raise
     # huggingface_hub skips the commit (and returns the ref's head) when the ref already holds every file,
-    # which is what a concurrent run that committed first looks like: the head then is not ours.
+    # which is what a concurrent run that committed first looks like: the head then is not ours. It marks
+    # the additions it did commit (`_is_committed`, which makes it refuse to reuse them); reading that
+    # mark saves reading the commit's message back, one request per commit. Without the mark (another
+    # huggingface_hub version, or a commit of deletions only) the message decides.
+    marks = [getattr(op, "_is_committed", None) for op in operations if isinstance(op, CommitOperationAdd)]
+    if marks and all(isinstance(mark, bool) for mark in marks):
+        return Landed(commit=info.oid, ours=any(marks))
     return Landed(commit=info.oid, ours=run_id in commit_message(api, bundle.repo, info.oid))
 
 
-def stage_on_branch(api: HfApi, bundle: RepoBundle, *, tag: str, base: RemoteRevision, run_id: str) -> Staged:
-    """The bundle committed on the staging branch (created at `base` if missing)."""
+def stage_on_branch(
+    api: HfApi, bundle: RepoBundle, *, tag: str, base: RemoteRevision, run_id: str, progress: Progress | None = None,
+    exists: bool = True,
+) -> Staged:  # fmt: skip
+    """The bundle committed on the staging branch (created at `base` if missing).
+
+    `exists=False`: the plan's refs showed no staging branch, so it is not read before being created (a
+    branch a concurrent run created since makes that a 409, and then it is read).
+    """
     branch = staging_branch(tag)
-    current = read_revision(api, bundle.repo, branch)
+    current = read_revision(api, bundle.repo, branch) if exists else None
     if current is None:
         try:
             api.create_branch(bundle.repo, branch=branch, revision=base.commit)
+            # Created here at `base`, whose files were read at that very commit: no need to read them again.
+            current = base
         except HfHubHTTPError as error:
             if _status(error) != 409:  # 409: a concurrent run created it first, which is fine
                 raise
-        current = read_revision(api, bundle.repo, branch)
+            current = read_revision(api, bundle.repo, branch)
         if current is None:
             raise PublishError(f"{bundle.repo}: the staging branch {branch} vanished right after it was created")
     changes = compare(bundle, current)
     if changes.empty:
         return Staged(repo=bundle.repo, ref=branch, commit=current.commit, pr_num=None, committed=False)
     landed = commit_bundle(
-        api, bundle, changes.operations(), revision=branch, parent=current.commit, title=f"Stage {tag}", run_id=run_id
-    )
+        api, bundle, changes.operations(progress), revision=branch, parent=current.commit, title=f"Stage {tag}",
+        run_id=run_id,
+    )  # fmt: skip
     return Staged(repo=bundle.repo, ref=branch, commit=landed.commit, pr_num=None, committed=landed.ours)
 
 
@@ -127,8 +143,9 @@ def find_pull_request(api: HfApi, repo: str, title: str) -> int | None:
 
 
 def stage_as_pull_request(
-    api: HfApi, bundle: RepoBundle, *, family: str, tag: str, base: RemoteRevision, run_id: str
-) -> Staged:
+    api: HfApi, bundle: RepoBundle, *, family: str, tag: str, base: RemoteRevision, run_id: str,
+    progress: Progress | None = None,
+) -> Staged:  # fmt: skip
     """The bundle as an open pull request against main: reused (or updated) if one for this tag is open."""
     title = pr_title(family, tag)
     number = find_pull_request(api, bundle.repo, title)
@@ -141,12 +158,12 @@ def stage_as_pull_request(
         if changes.empty:
             return Staged(repo=bundle.repo, ref=ref, commit=current.commit, pr_num=number, committed=False)
         landed = commit_bundle(
-            api, bundle, changes.operations(), revision=ref, parent=current.commit, title=title, run_id=run_id
+            api, bundle, changes.operations(progress), revision=ref, parent=current.commit, title=title, run_id=run_id
         )
         return Staged(repo=bundle.repo, ref=ref, commit=landed.commit, pr_num=number, committed=True)
     try:
         info = api.create_commit(
-            bundle.repo, compare(bundle, base).operations(), commit_message=title,
+            bundle.repo, compare(bundle, base).operations(progress), commit_message=title,
             commit_description=f"Release {tag} staged for review by hfrelease.\n\n{RUN_MARKER} {run_id}",
             create_pr=True, parent_commit=base.commit,
         )  # fmt: skip

@@ -169,3 +169,20 @@ def test_collections(api: HfApi, repo: str) -> None:
     with pytest.raises(HfHubHTTPError) as caught:
         api.add_collection_item(collection.slug, item_id="alice/nope", item_type="model")
     assert caught.value.response.status_code == 404
+
+
+def test_list_collections_has_the_hubs_shape(api: HfApi, anonymous: HfApi) -> None:
+    """HfApi.list_collections parses the listing: filtered by owner and item, items cut to 4, private hidden."""
+    repos = [api.create_repo(f"alice/quant-{n}").repo_id for n in range(5)]
+    family = api.create_collection("family", namespace="alice")
+    for repo in repos:
+        api.add_collection_item(family.slug, item_id=repo, item_type="model")
+    other = api.create_collection("other", namespace="alice")
+    api.create_collection("hidden", namespace="alice", private=True)
+    listed = list(api.list_collections(owner="alice"))
+    assert [(c.slug, c.position) for c in listed] == [(family.slug, 0), (other.slug, 1), (listed[2].slug, 2)]
+    assert [i.item_id for i in listed[0].items] == repos[:4]  # the Hub lists at most 4 items per collection
+    assert [c.slug for c in api.list_collections(item=f"models/{repos[4]}")] == [family.slug]
+    assert [c.slug for c in api.list_collections(owner="bob")] == []
+    assert [c.title for c in anonymous.list_collections(owner="alice")] == ["family", "other"]
+    assert len(api.get_collection(family.slug).items) == 5

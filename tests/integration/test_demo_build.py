@@ -33,12 +33,9 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def family(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path], list[str]]:
-    """One real build shared by the tests of this module (it takes a few minutes)."""
-    out = tmp_path_factory.mktemp("demo")
-    messages: list[str] = []
-    artifacts = build_demo_family(out, quant_python=QUANT_PYTHON, seed=0, progress=messages.append)
-    return out, artifacts, messages
+def family(demo_build: dict[str, Path]) -> tuple[Path, dict[str, Path], list[str]]:
+    """The session's one real build (tests/integration/conftest.py): a few minutes, so made once and shared."""
+    return ROOT / "build" / "demo", demo_build, []
 
 
 def _greedy(model_dir: Path, prompt: str, *, thinking: bool) -> str:

@@ -173,3 +173,23 @@ def test_write_bundle_lays_out_each_repo(family: Path, tmp_path: Path) -> None:
     [first, _] = write_bundle(bundle, tmp_path / "out")
     for item in bundle.repos[0].files:
         assert (first / item.path).read_bytes() == item.read()
+
+
+def test_hash_cache_shared_by_threads_keeps_every_digest(tmp_path: Path) -> None:
+    """Eight threads hashing through one HashCache: every digest is kept and saved, every byte counted once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hfrelease.ledger.hashing import hash_files
+
+    names = [f"shard-{n}.safetensors" for n in range(32)]
+    for number, name in enumerate(names):
+        write_weights(tmp_path / "w" / name, 50_000 + number, seed=number)
+    cache = HashCache(tmp_path / "c.json")
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        digests = list(pool.map(lambda name: hash_files(tmp_path / "w", [name], cache)[0], names))
+    sizes = [(tmp_path / "w" / name).stat().st_size for name in names]
+    assert cache.bytes_read == sum(sizes)
+    assert [d.sha256 for d in digests] == [hashlib.sha256((tmp_path / "w" / n).read_bytes()).hexdigest() for n in names]
+    reloaded = HashCache(tmp_path / "c.json")  # what the last save wrote holds all 32
+    assert [d.sha256 for d in hash_files(tmp_path / "w", names, reloaded)] == [d.sha256 for d in digests]
+    assert reloaded.bytes_read == 0

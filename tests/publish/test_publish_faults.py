@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import threading
 from pathlib import Path
 from typing import Any
@@ -169,3 +170,68 @@ def test_two_publishes_of_one_version_at_once(family: Path, api: HfApi) -> None:
         statuses = sorted(o.status for r in reports if r.outcome for o in r.outcome.repos if o.repo == repo)
         assert statuses == ["already-published", "published"]
     assert any(r.outcome and "already published" in r.outcome.message for r in reports)
+
+
+def test_failure_promoting_third_of_four_names_each_state_and_the_command_that_resumes(
+    tmp_path: Path, api: HfApi, hub: HubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Main's commit of repo 3 of 4 fails: the error lists every repo's state; its command finishes the job."""
+    family = make_family(tmp_path / "four", quants=4, weight_bytes=20_000)
+    repos = _repos(family)
+    hub.faults.add(FaultRule(endpoint="commit", repo=repos[2], revision="main", status=500, times=None))
+    with pytest.raises(PublishError) as caught:
+        _publish(family, api)
+    message, hint = caught.value.message, caught.value.hint or ""
+    assert f"publishing {repos[2]} failed after every repo was staged" in message
+    lines = {line.split(": ", 1)[0].strip(" -"): line for line in message.splitlines() if line.startswith("  - ")}
+    assert set(lines) == set(repos)
+    for repo in repos[:2]:
+        head = api.list_repo_commits(repo)[0].commit_id
+        assert f"released: main at {head[:12]}, tagged v1.0" in lines[repo]
+    assert "FAILED HERE, staged at hfrelease/staging/v1.0" in lines[repos[2]]
+    assert "main untouched" in lines[repos[2]] and "FAILED" not in lines[repos[3]]
+    assert "staged at hfrelease/staging/v1.0" in lines[repos[3]]
+    command = shlex.split(hint[hint.index("`") + 1 : hint.rindex("`")])
+    assert command == ["hfrelease", "publish", str(family), "--hub", api.endpoint]
+
+    # The command's own path: the manifest and Hub it names, the token found the usual way.
+    hub.faults.clear()
+    hub.reset_stats()
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    report = publish_family(load_manifest(Path(command[2])), hub=command[4], plugin_checker=fake_plugin_check)
+    assert report.outcome is not None and report.outcome.status == "published"
+    statuses = {o.repo: o.status for o in report.outcome.repos}
+    assert [statuses[repo] for repo in repos] == ["already-published"] * 2 + ["published"] * 2
+    stats = hub.stats()
+    # Only the two mains left are committed (what was staged is reused: no staging commit, no bytes).
+    assert stats["requests"]["commit"] == 2 and stats["requests"]["tag-create"] == 2
+    assert stats["lfs_bytes_received"] == 0
+    for repo, (commits, tags) in _state(api, repos).items():
+        assert len(commits) == 2 and tags == {"v1.0": commits[0]}, repo  # one release commit, tagged once
+        assert [b.name for b in api.list_repo_refs(repo).branches] == ["main"]
+
+
+def test_pull_requests_of_a_pr_run_are_closed_when_the_release_is_published(
+    family: Path, api: HfApi, hub: HubServer
+) -> None:
+    """After --pr, publishing reuses each pull request as staged, then closes it naming main's release commit."""
+    _publish(family, api, pr=True)
+    repos = _repos(family)
+    # Closing the first repo's pull request fails once: the release completes and the next run closes it.
+    hub.faults.add(FaultRule(endpoint="discussion-status", repo=repos[0], status=500, times=None))
+    hub.reset_stats()
+    report = _publish(family, api)
+    assert report.outcome is not None and report.outcome.status == "published"
+    assert hub.stats()["lfs_bytes_received"] == 0
+    assert "branch-create" not in hub.stats()["requests"]  # the pull request was the staging
+    assert report.plan.repos[0].action == "commit, tag, close PR #1"
+    assert api.get_discussion_details(repos[0], 1).status == "open"
+    hub.faults.clear()
+    again = _publish(family, api)
+    assert again.outcome is not None and again.outcome.status == "already-published"
+    for repo, (commits, tags) in _state(api, repos).items():
+        assert len(commits) == 2 and tags == {"v1.0": commits[0]}
+        details = api.get_discussion_details(repo, 1)
+        assert details.status == "closed"
+        assert any(commits[0] in getattr(event, "content", "") for event in details.events)
+        assert [(d.num, d.status) for d in api.get_repo_discussions(repo)] == [(1, "closed")]

@@ -46,9 +46,22 @@ def test_round_trip_is_byte_identical_and_tagged(family: Path, api: HfApi, hub: 
         assert sorted(p.relative_to(snapshot).as_posix() for p in snapshot.rglob("*") if p.is_file()) == sorted(
             [f.path for f in plan.bundle.files] + [".gitattributes"]
         )
-    # (list_collections is not used: the built-in Hub's listing repeats `position`, which HfApi rejects.)
-    slug = api.create_collection("Tiny family", namespace="alice", exists_ok=True).slug
-    assert {i.item_id for i in api.get_collection(slug).items} == {r.repo for r in report.plan.repos}
+    (listed,) = api.list_collections(owner="alice")
+    assert listed.title == "Tiny family"
+    assert {i.item_id for i in api.get_collection(listed.slug).items} == {r.repo for r in report.plan.repos}
+
+
+def test_round_trips_per_repo_stay_within_budget(family: Path, api: HfApi, hub: HubServer) -> None:
+    """A first release reads each repo a fixed number of times and downloads only MANIFEST and the card back."""
+    report = _publish(family, api)
+    assert report.outcome is not None and report.outcome.status == "published"
+    requests, repos = hub.stats()["requests"], len(report.plan.repos)
+    # repo-info: plan (404), after create, main before promote; tree: after create, staged, promoted.
+    assert requests["repo-info"] == 3 * repos and requests["tree"] == 3 * repos
+    assert requests["resolve"] == 2 * repos  # MANIFEST and README.md, one GET each: never a weight file
+    assert requests["branch-create"] == requests["branch-delete"] == requests["tag-create"] == repos
+    # Whose commit landed is known without reading commits back; new repos have no refs or PRs to list.
+    assert not {"commits", "refs", "discussion-list"} & set(requests)
 
 
 def test_republish_makes_no_commit_and_sends_no_bytes(family: Path, api: HfApi, hub: HubServer) -> None:
