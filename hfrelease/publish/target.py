@@ -48,6 +48,13 @@ def open_hub(
         return
     root = hub_root or family_root / ".hfrelease" / "hub"
     server = serve(root)
+    # HF_HUB_OFFLINE keeps huggingface_hub off the internet; the built-in Hub is on this machine and is
+    # part of hfrelease, so the client may talk to it even when offline mode is on (the demo and CI run
+    # with it on). The flag is read at request time, so lifting it here, and only here, is enough.
+    from huggingface_hub import constants as hub_constants
+
+    was_offline = hub_constants.HF_HUB_OFFLINE
+    hub_constants.HF_HUB_OFFLINE = False
     try:
         if server.token_file is None:  # serve() without tokens always keeps its own in the root
             raise RuntimeError("the local Hub started without a token file")
@@ -57,4 +64,5 @@ def open_hub(
         token = Token(server.token_file.read_text().strip(), f"the local Hub's token file {server.token_file}")
         yield HubTarget(endpoint=server.url, token=token, server=server)
     finally:
+        hub_constants.HF_HUB_OFFLINE = was_offline
         server.shutdown()

@@ -170,3 +170,12 @@ def test_tasks_dir_has_absolute_data_paths(family: tuple[Path, dict[str, Path], 
         cfg = yaml.safe_load((tasks_dir(out) / f"{name}.yaml").read_text())
         path = Path(cfg["dataset_kwargs"]["data_files"]["test"])
         assert path.is_absolute() and path.is_file()
+
+
+def test_check_accepts_the_demo_manifest(family: tuple[Path, dict[str, Path], list[str]]) -> None:
+    """Once built, the demo family's manifest passes `hfrelease check` (every file it names exists)."""
+    from hfrelease.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["check", str(ROOT / "model_cards" / "demo")])
+    assert exit_info.value.code == 0
