@@ -5,13 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hfrelease.errors import ConfigError, ConfigProblem, HfreleaseError
 from hfrelease.manifest import MANIFEST_NAME, load_manifest
 from hfrelease.manifest.model import repo_id_problem
 from hfrelease.resources import templates_dir
+from hfrelease.workflows import WorkflowSpec, refuse_existing, repository_root, write_workflows
 
 _SAMPLE_PROMPTS = [
     "Explain what a model card is in two sentences.",
@@ -66,11 +67,15 @@ def render_manifest(spec: FamilySpec) -> str:
     )
 
 
-def scaffold_family(directory: Path, spec: FamilySpec, *, force: bool = False) -> list[Path]:
+def scaffold_family(
+    directory: Path, spec: FamilySpec, *, force: bool = False, github: WorkflowSpec | None = None
+) -> list[Path]:
     """Create `directory` with release.toml, sections/, results/, prompts/ and checkpoints/; return the files.
 
     Refuses to overwrite an existing release.toml unless `force`. The written manifest is loaded back
-    before returning, so a scaffold that `hfrelease check` would reject is never left behind.
+    before returning, so a scaffold that `hfrelease check` would reject is never left behind. With
+    `github`, also the GitHub Actions workflows at the repository's root (`hfrelease.workflows`); its
+    `manifest` is replaced by the new release.toml's path from that root.
     """
     problems = []
     if not re.match(r"^[a-z0-9][a-z0-9._-]{0,63}$", spec.name):
@@ -83,11 +88,16 @@ def scaffold_family(directory: Path, spec: FamilySpec, *, force: bool = False) -
         problems.append(
             ConfigProblem(location="--owner", message=f"{spec.owner!r} is not a Hub user or organization name")
         )
+    if github is not None:
+        problems += github.problems()  # --runner-label / --environment, named before anything is written
     if problems:
         raise ConfigError("hfrelease init", problems)
     manifest = directory / MANIFEST_NAME
     if manifest.exists() and not force:
         raise HfreleaseError(f"{manifest} already exists", hint="Pass --force to overwrite it.")
+    root = repository_root(directory)
+    if github is not None and not force:
+        refuse_existing(root)  # before anything is written
     text = render_manifest(spec)
     written: list[Path] = []
     for sub in ("sections", "results", "prompts", "checkpoints/reference"):
@@ -107,5 +117,8 @@ def scaffold_family(directory: Path, spec: FamilySpec, *, force: bool = False) -
             continue
         path.write_text(content, encoding="utf-8")
         written.append(path)
-    load_manifest(manifest)  # the scaffold must pass `hfrelease check`
+    loaded = load_manifest(manifest)  # the scaffold must pass `hfrelease check`
+    if github is not None:
+        relative = manifest.resolve().relative_to(root).as_posix()
+        written += write_workflows(loaded, root=root, spec=replace(github, manifest=relative), force=force)
     return written

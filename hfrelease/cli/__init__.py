@@ -13,7 +13,7 @@ import sys
 import click
 
 from hfrelease import __version__
-from hfrelease.cli import check, demo, eval, hub, init, ledger, publish, render, stages, verify
+from hfrelease.cli import check, demo, eval, hub, init, ledger, publish, release, render, verify
 from hfrelease.errors import ExitCode, HfreleaseError
 
 DEBUG_VARIABLE = "HFRELEASE_DEBUG"
@@ -50,7 +50,7 @@ for command in (
     publish.bundle,
     publish.publish,
     verify.verify,
-    stages.release,
+    release.release,
     init.init,
     demo.demo,
     hub.hub,

@@ -13,10 +13,17 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import RenderableType
 
     from hfrelease.evaluation.plan import EvalPlan
     from hfrelease.evaluation.runner import EvalReport
+    from hfrelease.ledger.hashing import HashCache
+    from hfrelease.ledger.store import Ledger
+    from hfrelease.manifest import Manifest
+    from hfrelease.speed.plan import SpeedPlan
+    from hfrelease.speed.runner import SpeedReport
 
 
 def cache_dir() -> Path:
@@ -30,42 +37,61 @@ def cache_dir() -> Path:
 @click.option("--endpoint", help="Attach to a running vLLM server (its base URL) instead of starting one.")
 @click.option("--force", is_flag=True, help="Re-measure even when a matching result is recorded.")
 @click.option("--dry-run", is_flag=True, help="Print every vllm serve and lm-eval invocation; start nothing.")
-@click.option("--speed", is_flag=True, help="Also run the speed anchors (workloads); lands with the speed issue.")
+@click.option("--speed", is_flag=True, help="Also run the speed anchors (workloads x speculative configs).")
+@click.option("--speed-only", is_flag=True, help="Run only the speed anchors, no gates (implies --speed).")
+@click.option("--workload", "workloads", multiple=True, help="Speed anchors: only this workload id (repeatable).")
 @click.option("--run-dir", type=click.Path(path_type=Path), help="Where server and lm-eval logs go (default: runs/).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 def eval_(
     manifest: Path, artifacts: tuple[str, ...], gates: tuple[str, ...], endpoint: str | None,
     force: bool, dry_run: bool, speed: bool, run_dir: Path | None, as_json: bool,
+    speed_only: bool = False, workloads: tuple[str, ...] = (),
 ) -> None:
     """Serve every artifact with vLLM, run its gates, record results in the ledger, gate against the reference.
 
     Each artifact's server starts once and all its gates use it; a gate already recorded for the same
     inputs (artifact hash, task, settings, harness versions) is not re-run. Exit 4 when a gate fails,
     5 when a server dies, 6 when a measurement is void (e.g. answers cut off by the budget).
+
+    With --speed (or --speed-only) every workload is timed with `vllm bench serve` on one server per
+    (artifact, speculative config); a point recorded for the same inputs is not re-measured, and draft
+    artifacts are gated on acceptance and speedup (exit 4 when one fails).
     """
-    from hfrelease.errors import NotBuiltError
     from hfrelease.evaluation.plan import plan_eval
     from hfrelease.ledger.hashing import HashCache
     from hfrelease.ledger.store import Ledger
     from hfrelease.manifest import load_manifest
 
-    if speed:
-        raise NotBuiltError("eval --speed", "speed-anchor issue")
+    speed = speed or speed_only
+    _check_speed_options(speed=speed, speed_only=speed_only, workloads=workloads, gates=gates, endpoint=endpoint)
     loaded = load_manifest(manifest)
     if endpoint is not None and len(artifacts) != 1:
         raise click.UsageError("--endpoint attaches to one server: name its artifact with --artifact ID")
     ledger = Ledger(loaded.root / "results")
     cache = HashCache(cache_dir() / "hashes.json")
+    if speed_only:
+        _eval_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads, force=force,
+                    dry_run=dry_run, run_dir=run_dir, as_json=as_json)
+        return
     plan = plan_eval(loaded, ledger=ledger, hash_cache=cache, artifacts=artifacts, gates=gates, force=force,
                      download=not dry_run)
     cache.save()
     if dry_run:
+        if speed:
+            _print_with_speed(lambda: _print_plan(plan, as_json=as_json), loaded, ledger=ledger, cache=cache,
+                              artifacts=artifacts, workloads=workloads, force=force, as_json=as_json)
+            return
         _print_plan(plan, as_json=as_json)
         return
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     directory = run_dir or Path("runs") / f"{loaded.family.name}-{stamp}"
     report = _run_live(plan, ledger=ledger, run_dir=directory, cache=cache, endpoint=endpoint, as_json=as_json)
     cache.save()
+    if speed:
+        code = _run_with_speed(lambda: _print_report(report, as_json=as_json, hash_bytes_read=cache.bytes_read),
+                               report.exit_code, loaded, ledger=ledger, cache=cache, artifacts=artifacts,
+                               workloads=workloads, force=force, run_dir=directory, as_json=as_json)
+        click.get_current_context().exit(int(code))
     _print_report(report, as_json=as_json, hash_bytes_read=cache.bytes_read)
     click.get_current_context().exit(int(report.exit_code))
 
@@ -175,14 +201,18 @@ def _run_live(
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, terminate)
+    _ci_fold(f"eval: {', '.join(job.artifact.id for job in plan.servers)} (servers and gates)")
     try:
         with Live(get_renderable=view.render, console=live_console, refresh_per_second=4,
                   transient=False, redirect_stdout=False, redirect_stderr=False):
-            return run_eval(plan, ledger=ledger, run_dir=run_dir, hash_cache=cache, endpoint=endpoint, events=view)
+            report = run_eval(plan, ledger=ledger, run_dir=run_dir, hash_cache=cache, endpoint=endpoint, events=view)
+        _ci_summary(gates=report)
+        return report
     finally:
         signal.signal(signal.SIGTERM, previous)
         terminal.close()
         err_console.print(f"[dim]logs: {run_dir}[/]")
+        _ci_fold(None)
 
 
 def _print_report(report: EvalReport, *, as_json: bool, hash_bytes_read: int) -> None:
@@ -218,3 +248,340 @@ def _print_report(report: EvalReport, *, as_json: bool, hash_bytes_read: int) ->
         f"{report.servers_started} server(s) started, {report.requests_sent} requests sent; "
         f"records in the ledger; logs in {report.run_dir}"
     )
+
+
+# -- speed anchors (`--speed`, `--speed-only`) ---------------------------------------------------------------
+
+# When gates and speed anchors both ran, the exit status is the most serious of the two.
+_SEVERITY = (5, 6, 4, 0)
+
+
+def _worst(*codes: int) -> int:
+    return min(codes, key=lambda c: _SEVERITY.index(c) if c in _SEVERITY else -1)
+
+
+def _check_speed_options(
+    *, speed: bool, speed_only: bool, workloads: tuple[str, ...], gates: tuple[str, ...], endpoint: str | None,
+) -> None:
+    if workloads and not speed:
+        raise click.UsageError("--workload selects speed anchors: add --speed or --speed-only")
+    if speed_only and gates:
+        raise click.UsageError("--gate selects gates, which --speed-only skips")
+    if speed and endpoint is not None:
+        raise click.UsageError("--endpoint attaches to one server; speed anchors start one per speculative config")
+
+
+def _plan_speed(
+    loaded: Manifest, *, ledger: Ledger, cache: HashCache, artifacts: tuple[str, ...], workloads: tuple[str, ...],
+    force: bool, dry_run: bool,
+) -> SpeedPlan:
+    from hfrelease.speed.plan import plan_speed
+
+    plan = plan_speed(loaded, ledger=ledger, hash_cache=cache, artifacts=artifacts, workloads=workloads,
+                      force=force, download=not dry_run)
+    cache.save()
+    return plan
+
+
+def _eval_speed(
+    loaded: Manifest, *, ledger: Ledger, cache: HashCache, artifacts: tuple[str, ...], workloads: tuple[str, ...],
+    force: bool, dry_run: bool, run_dir: Path | None, as_json: bool,
+) -> None:
+    """`--speed-only`: plan, then show the plan or measure, print, exit by the speed verdict."""
+    from hfrelease.cli.output import print_json
+
+    plan = _plan_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads, force=force,
+                       dry_run=dry_run)
+    if dry_run:
+        _print_speed_plan(plan, as_json=as_json)
+        return
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    report = _run_speed_live(plan, ledger=ledger, run_dir=run_dir or Path("runs") / f"{loaded.family.name}-{stamp}")
+    if as_json:
+        print_json({"speed": report.as_dict(), "exit_code": int(report.exit_code)})
+    else:
+        _print_speed_report(report)
+    click.get_current_context().exit(int(report.exit_code))
+
+
+def _captured_json(show: Callable[[], None]) -> dict[str, Any]:
+    """What a gate printer writes as JSON, as a value (to nest it beside the speed section)."""
+    import contextlib
+    import io
+    import json
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        show()
+    data = json.loads(buffer.getvalue())
+    return data if isinstance(data, dict) else {"value": data}
+
+
+def _print_with_speed(
+    show_gates: Callable[[], None], loaded: Manifest, *, ledger: Ledger, cache: HashCache,
+    artifacts: tuple[str, ...], workloads: tuple[str, ...], force: bool, as_json: bool,
+) -> None:
+    """`--speed --dry-run`: the gate plan, then the speed plan (one JSON document with --json)."""
+    from hfrelease.cli.output import print_json
+
+    plan = _plan_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads, force=force,
+                       dry_run=True)
+    if as_json:
+        print_json({**_captured_json(show_gates), "speed": _speed_plan_dict(plan)})
+        return
+    show_gates()
+    _print_speed_plan(plan, as_json=False)
+
+
+def _run_with_speed(
+    show_gates: Callable[[], None], gate_code: int, loaded: Manifest, *, ledger: Ledger, cache: HashCache,
+    artifacts: tuple[str, ...], workloads: tuple[str, ...], force: bool, run_dir: Path, as_json: bool,
+) -> int:
+    """`--speed`: after the gates, run the speed anchors; print both; return the combined exit status."""
+    from hfrelease.cli.output import print_json
+
+    plan = _plan_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads, force=force,
+                       dry_run=False)
+    report = _run_speed_live(plan, ledger=ledger, run_dir=run_dir)
+    code = _worst(int(gate_code), int(report.exit_code))
+    if as_json:
+        print_json({**_captured_json(show_gates), "speed": report.as_dict(), "exit_code": code})
+    else:
+        show_gates()
+        _print_speed_report(report)
+    return code
+
+
+def _speed_plan_dict(plan: SpeedPlan) -> dict[str, Any]:
+    from hfrelease.speed import bench
+    from hfrelease.speed.runner import bench_request, point_path, serve_command, warmup_requests
+
+    servers: list[dict[str, Any]] = []
+    for job in plan.servers:
+        base = "http://127.0.0.1:<port>"
+        points = []
+        for point in job.points:
+            commands: list[str] = []
+            if job.model_dir is not None:
+                request = bench_request(plan, job, point, base_url=base)
+                result_dir = Path("<run dir>") / point_path(job, point)
+                for warm, name in warmup_requests(request, point.workload.warmups):
+                    commands.append(bench.display(bench.bench_argv(warm, vllm="vllm", result_dir=result_dir,
+                                                                   result_filename=name)))
+                commands += [bench.display(bench.bench_argv(request, vllm="vllm", result_dir=result_dir,
+                                                            result_filename=f"r{i}.json"))
+                             for i in range(point.workload.repeats)]
+            points.append({"workload": point.workload.id, "concurrency": point.concurrency,
+                           "repeats": point.workload.repeats, "warmups": point.workload.warmups,
+                           "cached": not point.pending, "input_key": point.input_key or None, "commands": commands})
+        serve = None
+        if job.model_dir is not None:
+            serve = serve_command(plan, job, port=0).display().replace("--port 0", "--port <port>")
+        servers.append({"artifact": job.artifact.id, "speculative": job.spec_id,
+                        "draft": job.draft.id if job.draft else None, "serve": serve,
+                        "plugin": job.public.plugin, "points": points})
+    return {"family": plan.manifest.family.name, "pending": plan.pending, "servers": servers}
+
+
+def _print_speed_plan(plan: SpeedPlan, *, as_json: bool) -> None:
+    from rich.markup import escape
+
+    from hfrelease.cli.output import out_console, print_json
+
+    data = _speed_plan_dict(plan)
+    if as_json:
+        print_json({"speed": data})
+        return
+    for server in data["servers"]:
+        pending = [p for p in server["points"] if not p["cached"]]
+        out_console.print(f"[bold]speed: {server['artifact']} {escape('[' + server['speculative'] + ']')}[/] — "
+                          f"{len(pending)} of {len(server['points'])} points to measure")
+        if server["plugin"] and pending:
+            out_console.print(f"  pip install --no-deps --no-build-isolation {server['plugin']}", soft_wrap=True)
+        out_console.print(f"  {server['serve']}" if pending else "  (no server: every point is recorded)",
+                          soft_wrap=True, markup=False)
+        for point in server["points"]:
+            mark = "recorded" if point["cached"] else "run"
+            out_console.print(f"    [{mark}] {point['workload']} c{point['concurrency']} "
+                              f"(warm-up: {point['warmups']} requests + every prompt once; {point['repeats']} repeats)",
+                              markup=False)
+            if not point["cached"]:
+                for command in point["commands"]:
+                    out_console.print(f"      {command}", soft_wrap=True, markup=False)
+
+
+class _SpeedView:
+    """The live view of the speed anchors: per server its state, per point its progress."""
+
+    def __init__(self, plan: SpeedPlan) -> None:
+        self.started = time.monotonic()
+        self.states: dict[str, str] = {job.label: "waiting" for job in plan.servers}
+        self.points: dict[tuple[str, str], str] = {
+            (job.label, p.label): ("recorded" if not p.pending else "pending")
+            for job in plan.servers for p in job.points
+        }
+        self.lines: list[str] = []
+
+    def server_state(self, server_id: str, state: str) -> None:
+        self.states[server_id] = state
+
+    def point_progress(self, server_id: str, point_id: str, text: str) -> None:
+        self.points[(server_id, point_id)] = text
+
+    def log(self, message: str) -> None:
+        from hfrelease.redact import redact
+
+        self.lines = [*self.lines[-3:], redact(message)]
+
+    def render(self) -> RenderableType:
+        from rich.console import Group
+        from rich.markup import escape
+        from rich.text import Text
+
+        from hfrelease.cli.output import make_table
+
+        table = make_table("server", "state", "point", "progress",
+                           title=f"hfrelease eval --speed — {time.monotonic() - self.started:.0f} s")
+        for server_id, state in self.states.items():
+            first = True
+            for (sid, point_id), progress in self.points.items():
+                if sid != server_id:
+                    continue
+                table.add_row(escape(server_id) if first else "", escape(state) if first else "", escape(point_id),
+                              escape(progress))
+                first = False
+        return Group(table, *(Text(line, style="dim", overflow="ellipsis", no_wrap=True) for line in self.lines))
+
+
+def _run_speed_live(plan: SpeedPlan, *, ledger: Ledger, run_dir: Path) -> SpeedReport:
+    from rich.console import Console
+    from rich.live import Live
+
+    from hfrelease.cli.output import err_console
+    from hfrelease.speed.runner import run_speed
+
+    # As for the gates: the benchmark's own output is sent to the run's log by redirecting descriptors
+    # 1 and 2, so the view draws on its own copy of the terminal's stderr.
+    terminal = os.fdopen(os.dup(2), "w", buffering=1)
+    live_console = Console(file=terminal, highlight=False, width=err_console.width if not terminal.isatty() else None)
+    view = _SpeedView(plan)
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    _ci_fold("eval --speed: servers and benchmarks")
+    try:
+        with Live(get_renderable=view.render, console=live_console, refresh_per_second=4,
+                  transient=False, redirect_stdout=False, redirect_stderr=False):
+            report = run_speed(plan, ledger=ledger, run_dir=run_dir, events=view)
+        _ci_summary(speed=report)
+        return report
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        terminal.close()
+        err_console.print(f"[dim]speed logs: {run_dir}[/]")
+        _ci_fold(None)
+
+
+def _ms(row: Any, name: str) -> str:
+    value = row.metrics.get(name)
+    return "—" if value is None else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def _print_speed_report(report: SpeedReport) -> None:
+    from rich.markup import escape
+
+    from hfrelease.cli.output import make_table, out_console
+
+    artifacts = list(dict.fromkeys(r.artifact_id for r in report.rows))
+    # Rows come server by server; people read them workload by workload, configs in the order listed.
+    workload_order = {w: i for i, w in enumerate(dict.fromkeys(r.workload_id for r in report.rows))}
+    spec_order = {s: i for i, s in enumerate(dict.fromkeys(r.speculative for r in report.rows))}
+    rows = sorted(report.rows, key=lambda r: (workload_order[r.workload_id], spec_order[r.speculative]))
+    sweeps = {(r.artifact_id, r.workload_id, r.speculative) for r in report.rows if r.concurrency != 1}
+    for artifact_id in artifacts:
+        table = make_table("workload", "config", "tok/s \\[min, max]", "TTFT p50/p90 ms", "ITL p50/p90 ms",
+                           "TPOT p50 ms", "acceptance (mean length)", "speedup", "status",
+                           title=f"Speed — {artifact_id}, batch 1")
+        for row in (r for r in rows if r.artifact_id == artifact_id and r.concurrency == 1):
+            _add_speed_row(table, row, first=row.workload_id)
+        if table.row_count:
+            out_console.print(table)
+        for key in sorted(k for k in sweeps if k[0] == artifact_id):
+            sweep = make_table("concurrency", "tok/s \\[min, max]", "TTFT p50/p90 ms", "ITL p50/p90 ms", "TPOT p50 ms",
+                               "failed", "status", title=f"Sweep — {artifact_id}, {key[1]}, {key[2]}")
+            for row in sorted((r for r in report.rows if (r.artifact_id, r.workload_id, r.speculative) == key),
+                              key=lambda r: r.concurrency):
+                spread = row.spread.get("output_throughput")
+                tps = f"{row.throughput:.1f}" + (f" [{spread[0]:.1f}, {spread[1]:.1f}]" if spread else "")
+                sweep.add_row(str(row.concurrency), tps,
+                              f"{_ms(row, 'ttft_median_ms')}/{_ms(row, 'ttft_p90_ms')}",
+                              f"{_ms(row, 'itl_median_ms')}/{_ms(row, 'itl_p90_ms')}", _ms(row, "tpot_median_ms"),
+                              str(row.failed), _status(row))
+            out_console.print(sweep)
+    for best in report.best:
+        if best.runner_up is None:
+            continue  # one config measured: nothing was chosen
+        note = "" if best.clear else f" (spread overlaps {best.runner_up}'s: not a clear win)"
+        speedup = f", {best.speedup:.2f}x over none" if best.speedup is not None and best.speculative != "none" else ""
+        out_console.print(f"best for {best.workload_id} on {best.artifact_id}: [bold]{best.speculative}[/] "
+                          f"{best.throughput:.1f} tok/s{speedup}{note}")
+    if report.draft_checks:
+        checks = make_table("draft", "check", "served with", "workload", "config", "value", "threshold", "verdict",
+                            title="Draft gates")
+        for c in report.draft_checks:
+            colour = "green" if c.verdict == "pass" else "red"
+            value = "—" if c.value is None else f"{c.value:.3f}"
+            threshold = "—" if c.threshold is None else f"{c.threshold:g}"
+            checks.add_row(c.draft_id, c.check, c.artifact_id, c.workload_id, c.speculative, value, threshold,
+                           f"[{colour}]{c.verdict}[/]" + (f": {escape(c.reason)}" if c.verdict == "fail" else ""))
+        out_console.print(checks)
+    for failure in report.failures:
+        out_console.print(f"[red]server failed:[/] {escape(failure)}", soft_wrap=True)
+    timing = report.timing
+    out_console.print(f"{report.servers_started} speed server(s) started, {len(report.records)} files recorded; "
+                      f"{timing.measured:.0f} s measured of {timing.wall:.0f} s; logs in {report.run_dir}")
+
+
+def _status(row: Any) -> str:
+    from rich.markup import escape
+
+    if row.status == "void":
+        return f"[yellow]void[/]: {escape(row.reason or '')}"
+    return "recorded" if row.origin == "recorded" else "measured"
+
+
+def _add_speed_row(table: Any, row: Any, *, first: str) -> None:
+    spread = row.spread.get("output_throughput")
+    tps = f"{row.throughput:.1f}" + (f" [{spread[0]:.1f}, {spread[1]:.1f}]" if spread else "")
+    acceptance = "—"
+    if row.acceptance is not None:
+        acceptance = f"{row.acceptance:.2f} ({row.metrics.get('spec_mean_acceptance_length', 0.0):.2f})"
+    speedup = "—" if row.speedup is None else f"{row.speedup:.2f}x"
+    table.add_row(first, row.speculative, tps, f"{_ms(row, 'ttft_median_ms')}/{_ms(row, 'ttft_p90_ms')}",
+                  f"{_ms(row, 'itl_median_ms')}/{_ms(row, 'itl_p90_ms')}", _ms(row, "tpot_median_ms"), acceptance,
+                  speedup, _status(row))
+
+
+# -- GitHub Actions (`hfrelease.ci`): the live view folded in the job log, the tables in the step summary ----------
+
+def _ci_fold(title: str | None) -> None:
+    """Open a fold titled `title` (None closes it) when running on GitHub Actions."""
+    from hfrelease.ci import CiEnvironment, group_end, group_start
+
+    if CiEnvironment.detect().github_actions:
+        click.echo(group_start(title) if title is not None else group_end(), err=True)
+
+
+def _ci_summary(*, gates: EvalReport | None = None, speed: SpeedReport | None = None) -> None:
+    """Append the gate or speed table to the step summary when running on GitHub Actions."""
+    from hfrelease.ci import CiEnvironment, append_summary, gate_summary, speed_summary
+
+    ci = CiEnvironment.detect()
+    if not ci.github_actions or ci.step_summary is None:
+        return
+    if gates is not None:
+        append_summary(ci.step_summary, gate_summary(gates.rows))
+    if speed is not None:
+        append_summary(ci.step_summary, speed_summary(speed))

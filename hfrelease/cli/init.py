@@ -18,23 +18,35 @@ import click
               help="ISO 639 language code (repeatable).")
 @click.option("--author", help="Author name for citations (default: the owner).")
 @click.option("--force", is_flag=True, help="Overwrite an existing release.toml.")
-@click.option("--github", is_flag=True, help="Also write GitHub Actions release workflows (lands with the CI issue).")
+@click.option("--github", is_flag=True,
+              help="Also write .github/workflows/{ci,release}.yml (and .github/actionlint.yaml) at the repository's "
+                   "root: check on every push, release on a tag.")
+@click.option("--runner-label", default="gpu", show_default=True,
+              help="With --github: label of the self-hosted GPU runners the eval matrix runs on.")
+@click.option("--environment", default="release", show_default=True,
+              help="With --github: the protected environment of the publish job (required reviewers, HF_TOKEN).")
 def init(
     directory: Path, name: str, base_model: str, owner: str, display_name: str | None, license_: str,
-    languages: tuple[str, ...], author: str | None, force: bool, github: bool,
+    languages: tuple[str, ...], author: str | None, force: bool, github: bool, runner_label: str = "gpu",
+    environment: str = "release",
 ) -> None:
     """Scaffold DIRECTORY with a commented release.toml, sections/, results/ and prompts/."""
     from hfrelease.cli.output import err_console
-    from hfrelease.errors import NotBuiltError
     from hfrelease.scaffold import FamilySpec, scaffold_family
+    from hfrelease.workflows import WorkflowSpec
 
-    if github:
-        raise NotBuiltError("init --github", "GitHub Actions issue")
+    ctx = click.get_current_context()
+    given = [f"--{p.replace('_', '-')}" for p in ("runner_label", "environment")
+             if ctx.get_parameter_source(p) is not click.core.ParameterSource.DEFAULT]
+    if given and not github:
+        raise click.UsageError(f"{' and '.join(given)} only apply with --github")
+    # The manifest path is filled in by the scaffold, relative to the repository root it finds.
+    workflows = WorkflowSpec(manifest="release.toml", runner_label=runner_label, environment=environment)
     spec = FamilySpec(
         name=name, base_model=base_model, owner=owner, display_name=display_name, license=license_,
         languages=languages, author=author,
     )
-    written = scaffold_family(directory, spec, force=force)
+    written = scaffold_family(directory, spec, force=force, github=workflows if github else None)
     for path in written:
         err_console.print(f"  wrote {path}")
     err_console.print(f"[green]✓[/] scaffolded {directory}: edit release.toml, then `hfrelease check {directory}`")

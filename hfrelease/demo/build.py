@@ -1,4 +1,4 @@
-"""Build the demo family: tokenizer → reference (+ under-trained snapshot) → draft → quants.
+"""Build the demo family: tokenizer → reference (+ under-trained snapshot) → draft → EAGLE-3 head → quants.
 
 ``build_demo_family`` is the whole API. It is idempotent: a finished build leaves ``build.json``
 (builder version, seed, sha256 of every file) in ``out_dir``, and a later call with the same
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from hfrelease import shell
 from hfrelease.demo import data
+from hfrelease.demo.eagle3 import write_eagle3_head
 from hfrelease.demo.family_files import write_family_files
 from hfrelease.demo.model import DRAFT_SPEC, REFERENCE_SPEC
 from hfrelease.demo.tokenizer import ENDOFTEXT, save_tokenizer, train_tokenizer, vocabulary_texts
@@ -29,7 +30,10 @@ if TYPE_CHECKING:
     from transformers import LlamaForCausalLM
 
 # Bump when anything that changes the artifacts changes (data, shapes, training plan, recipe).
-DEMO_BUILDER_VERSION = "2"
+DEMO_BUILDER_VERSION = "3"
+# Version 3 only added the EAGLE-3 head: a complete version-2 build is upgraded in place (the head takes
+# a second) instead of retraining every model.
+_UPGRADABLE_FROM = "2"
 STAMP_FILE = "build.json"
 # The family's own architecture name, which vLLM knows only through the family's plugin
 # (model_cards/demo/vllm_plugin): the demo exercises the out-of-tree plugin path the Nanbeige family
@@ -42,7 +46,10 @@ FP8_DYNAMIC = "fp8-dynamic"
 W8A8_INT8 = "w8a8-int8"
 UNDERTRAINED = "undertrained"
 DRAFT = "draft"
-ARTIFACT_IDS = (REFERENCE, FP8_DYNAMIC, W8A8_INT8, UNDERTRAINED, DRAFT)
+EAGLE3_UNTRAINED = "eagle3-untrained"
+ARTIFACT_IDS = (REFERENCE, FP8_DYNAMIC, W8A8_INT8, UNDERTRAINED, DRAFT, EAGLE3_UNTRAINED)
+# Artifacts whose config names vLLM's own architecture, not the family's (see ARCHITECTURE).
+_OWN_ARCHITECTURE = {EAGLE3_UNTRAINED}
 
 # The quantized artifacts and the llm-compressor scheme each is made with.
 QUANT_SCHEMES: Mapping[str, str] = {FP8_DYNAMIC: "FP8_DYNAMIC", W8A8_INT8: "W8A8"}
@@ -92,6 +99,8 @@ def build_demo_family(
     if is_complete_build(out_dir, seed=seed):
         say(f"demo family already built in {out_dir} (builder {DEMO_BUILDER_VERSION}, seed {seed})")
         return artifacts
+    if _upgrade(out_dir, seed=seed, say=say):
+        return artifacts
     if not quant_python.exists():
         # Checked first: finding out after two minutes of training would waste them.
         raise EnvironmentProblem(
@@ -107,6 +116,8 @@ def build_demo_family(
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     _train_artifacts(work, seed=seed, say=say)
+    say(f"writing {EAGLE3_UNTRAINED} (a randomly initialised EAGLE-3 head for {REFERENCE})")
+    write_eagle3_head(work / REFERENCE, work / EAGLE3_UNTRAINED, seed=seed + 2)
     for aid, scheme in QUANT_SCHEMES.items():
         say(f"quantizing {REFERENCE} → {aid} ({scheme}) with {quant_python}")
         run(
@@ -117,7 +128,8 @@ def build_demo_family(
             _offline_env(),
         )  # fmt: skip
     for aid in ARTIFACT_IDS:
-        _stamp_architecture(work / aid)
+        if aid not in _OWN_ARCHITECTURE:
+            _stamp_architecture(work / aid)
     for aid in ARTIFACT_IDS:
         shutil.rmtree(artifacts[aid], ignore_errors=True)
         (work / aid).replace(artifacts[aid])
@@ -128,6 +140,28 @@ def build_demo_family(
     _write_stamp(out_dir, seed=seed)
     say(f"demo family built in {out_dir} in {time.monotonic() - started:.0f}s")
     return artifacts
+
+
+def _upgrade(out_dir: Path, *, seed: int, say: Callable[[str], None]) -> bool:
+    """Add the EAGLE-3 head to an intact version-2 build of the same seed; False when there is none."""
+    stamp = read_stamp(out_dir)
+    if stamp is None or stamp.get("builder_version") != _UPGRADABLE_FROM or stamp.get("seed") != seed:
+        return False
+    previous = [aid for aid in ARTIFACT_IDS if aid != EAGLE3_UNTRAINED]
+    try:
+        intact = stamp.get("files") == _artifact_hashes(out_dir, previous) and (out_dir / TASKS_DIR).is_dir()
+    except OSError:
+        return False
+    if not intact:
+        return False
+    say(f"upgrading the builder-{_UPGRADABLE_FROM} demo build in {out_dir}: adding {EAGLE3_UNTRAINED}")
+    work = out_dir / f".{EAGLE3_UNTRAINED}.building"
+    shutil.rmtree(work, ignore_errors=True)
+    write_eagle3_head(out_dir / REFERENCE, work, seed=seed + 2)
+    shutil.rmtree(out_dir / EAGLE3_UNTRAINED, ignore_errors=True)
+    work.replace(out_dir / EAGLE3_UNTRAINED)
+    _write_stamp(out_dir, seed=seed)
+    return True
 
 
 def _stamp_architecture(artifact_dir: Path) -> None:
@@ -209,10 +243,10 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _artifact_hashes(out_dir: Path) -> dict[str, str]:
+def _artifact_hashes(out_dir: Path, artifact_ids: Sequence[str] = ARTIFACT_IDS) -> dict[str, str]:
     return {
         p.relative_to(out_dir).as_posix(): _sha256(p)
-        for aid in ARTIFACT_IDS
+        for aid in artifact_ids
         for p in sorted((out_dir / aid).rglob("*"))
         if p.is_file()
     }

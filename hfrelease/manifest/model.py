@@ -255,6 +255,9 @@ class Draft(Table):
     aux_hidden_state_layer_ids: list[NonNegInt] | None = None
     draft_vocab_size: PositiveInt | None = None
     trained_with: str | None = None
+    # Draft gates, judged by `hfrelease eval --speed` on every batch-1 workload served with the draft.
+    min_acceptance_rate: Fraction | None = None  # accepted / draft tokens
+    min_speedup: Annotated[float, Field(gt=0.0)] | None = None  # batch-1 output tok/s over no speculation
 
 
 # variant: another checkpoint of the reference model that is neither a quant nor a draft (a fine-tune,

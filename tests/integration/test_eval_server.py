@@ -160,3 +160,23 @@ def test_ledgers_from_two_machines_merge(server: Endpoint, demo_family: Path, tm
     assert {r.artifact_id for r in records} == {"reference"}
     assert len({r.started_at for r in records}) == 2
     assert get_json(f"{server.base_url}/v1/models", timeout=10)["data"][0]["id"] == server.model
+
+
+def test_cut_off_answers_void_the_gate(server: Endpoint, demo_family: Path, tmp_path: Path) -> None:
+    """A budget too small for the thinking answers makes a void measurement (exit 6), never a low score."""
+    import tomllib
+
+    import tomli_w
+
+    path = demo_family / "release.toml"
+    data = tomllib.loads(path.read_text())
+    next(g for g in data["gate"] if g["id"] == "arith")["max_tokens"] = 4
+    path.write_text(tomli_w.dumps(data))
+    result = hfrelease("eval", str(demo_family), "--artifact", "reference", "--endpoint", server.base_url,
+                       "--gate", "arith", "--json", cwd=tmp_path)
+    assert result.returncode == ExitCode.MEASUREMENT_FAILED, result.stderr[-2000:]
+    row = json.loads(result.stdout)["rows"][0]
+    assert row["verdict"] == "void" and row["truncated"] > 50
+    assert "raise max_tokens" in row["reason"]
+    record = Ledger(demo_family / "results").records(kind="gate")[0]
+    assert record.status == "void" and record.truncated == row["truncated"]

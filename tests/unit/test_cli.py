@@ -130,14 +130,6 @@ def test_init_rejects_bad_values(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert not (tmp_path / "f").exists()
 
 
-@pytest.mark.parametrize("command", ["release"])
-def test_unbuilt_stages_say_so(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """Stages whose issues have not landed exit 8 and say which issue builds them."""
-    code, _, err = run([command], capsys)
-    assert code == ExitCode.NOT_BUILT
-    assert "not built yet" in err
-
-
 def test_unknown_option_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     """An unknown option is Click's usage error (2)."""
     code, _, err = run(["check", "--frobnicate"], capsys)
@@ -163,3 +155,18 @@ def test_internal_error_without_traceback(
     monkeypatch.setenv("HFRELEASE_DEBUG", "1")
     with pytest.raises(RuntimeError, match="boom"):
         main(["check", str(fixture_family)])
+
+
+def test_eval_dry_run_of_the_flagship_without_a_gpu(repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--dry-run prints every vllm serve and lm_eval command of the Nanbeige family and starts nothing."""
+    code, out, _ = run(["eval", "--dry-run", "--json", str(repo_root / "model_cards" / "nanbeige4.2-3b")], capsys)
+    assert code == 0
+    plan = json.loads(out)
+    assert [s["artifact"] for s in plan["servers"]] == ["bf16", "fp8-dynamic", "nvfp4-fp8-loopshield", "nvfp4a16"]
+    fp8 = plan["servers"][1]
+    assert fp8["serve"].startswith("VLLM_ATTENTION_BACKEND=TRITON_ATTN vllm serve NullSense/Nanbeige4.2-3B-FP8-Dynamic")
+    assert "--reasoning-parser qwen3" in fp8["serve"] and "--kv-cache-dtype fp8" in fp8["serve"]
+    gsm8k = next(g for g in fp8["gates"] if g["gate"] == "gsm8k")
+    assert gsm8k["command"].startswith("lm_eval --model local-chat-completions")
+    assert '"enable_thinking":true' in gsm8k["command"] and "--limit 100" in gsm8k["command"]
+    assert plan["pending"] == 20

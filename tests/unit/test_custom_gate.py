@@ -55,3 +55,18 @@ def test_argv(tmp_path: Path) -> None:
     for part in ("--base-url http://127.0.0.1:1", "--model m/x", f"--out {tmp_path / 'r.json'}", "--max-tokens 48",
                  "--mode non-thinking", "--limit 10"):
         assert part in joined
+
+
+def test_entry_point_gate(tmp_path: Path) -> None:
+    """A Python entry point beside the manifest is called with the server's URL and model; its report is parsed."""
+    from hfrelease.evaluation.custom_gate import run_custom_gate
+
+    (tmp_path / "my_gate_module.py").write_text(
+        "def run(*, base_url, model, limit, max_tokens, seed, mode):\n"
+        "    assert base_url == 'http://127.0.0.1:9' and model == 'm/x' and mode == 'thinking'\n"
+        "    return {'metrics': {'rate': 0.5}, 'samples': [{'id': 'a', 'score': 1}, {'id': 'b', 'score': 0}]}\n"
+    )
+    gate = Gate(id="ep", entry_point="my_gate_module:run", mode="thinking", max_tokens=8, metric="rate", margin=0.1)
+    run = run_custom_gate(gate, base_url="http://127.0.0.1:9", model="m/x", cwd=tmp_path)
+    assert run.value == 0.5 and run.n == 2
+    assert [s["score"] for s in run.samples] == [1.0, 0.0]

@@ -1,0 +1,141 @@
+"""Speed anchors: hfrelease's batch-1 tok/s against `vllm bench serve` run by hand, and hfrelease's overhead.
+
+    .venv/bin/python benchmarks/speed.py [--repeats 3] [--configs none,ngram] [--num-prompts N]
+
+One run of `run_speed` over a copy of the demo family (workloads `chat` and `longdoc` on the reference,
+with the configs given, empty ledger). Its benchmark runner is wrapped: after each measured repeat
+hfrelease ran in-process, the same `vllm bench serve` argv is run again by hand, as its own process,
+on the same server, with the order of the two alternating from repeat to repeat. Reported:
+
+- per point, median batch-1 output tok/s recorded by hfrelease / median of the by-hand runs (bar:
+  0.97-1.03);
+- time outside the server / speed-anchor wall time, both with server start-up and stop excluded and
+  the by-hand runs subtracted (bar: <= 0.05). "Inside the server" is the benchmark's own `duration` of
+  every measured and warm-up invocation: the time from the first request sent to the last answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def family_copy(tmp: Path, *, repeats: int, configs: list[str], num_prompts: int | None) -> Path:
+    """model_cards/demo with an empty ledger, its chat and longdoc workloads on the reference only."""
+    import tomli_w
+
+    target = tmp / "model_cards" / "demo"
+    shutil.copytree(ROOT / "model_cards" / "demo", target, ignore=shutil.ignore_patterns("results", "*.egg-info"))
+    (tmp / "build").symlink_to(ROOT / "build")
+    (target / "results").mkdir()
+    data = tomllib.loads((target / "release.toml").read_text())
+    data["workload"] = [
+        {**w, "speculative": configs, "repeats": repeats, "concurrency": [1], "artifacts": ["reference"],
+         **({"num_prompts": num_prompts} if num_prompts else {})}
+        for w in data["workload"] if w["id"] in ("chat", "longdoc")
+    ]
+    (target / "release.toml").write_text(tomli_w.dumps(data))
+    return target
+
+
+class SideBySide:
+    """The benchmark runner: hfrelease's in-process run, and the same argv by hand, order alternating."""
+
+    def __init__(self, hand_dir: Path) -> None:
+        self.hand_dir = hand_dir
+        self.hand_seconds = 0.0
+        self.hand: dict[str, list[float]] = {}  # point directory -> by-hand output tok/s
+
+    def __call__(self, argv: Sequence[str], log_path: Path) -> None:
+        from hfrelease.speed.bench import run_in_process
+
+        args = list(argv)
+        name = args[args.index("--result-filename") + 1] if "--result-filename" in args else ""
+        if not re.fullmatch(r"r\d+\.json", name):  # warm-ups
+            run_in_process(argv, log_path)
+            return
+        point = args[args.index("--result-dir") + 1]
+        hand_dir = self.hand_dir / Path(point).relative_to(Path(point).parents[2])
+        hand = [*args[:args.index("--result-dir")], "--result-dir", str(hand_dir), "--result-filename", name]
+        # Alternate within each point: repeat 0 hfrelease first, repeat 1 by hand first, ...
+        first_by_hand = int(name[1:-5]) % 2 == 1
+        if first_by_hand:
+            self._by_hand(hand, log_path)
+        run_in_process(argv, log_path)
+        if not first_by_hand:
+            self._by_hand(hand, log_path)
+        result = json.loads((hand_dir / name).read_text())
+        self.hand.setdefault(point, []).append(float(result["output_throughput"]))
+
+    def _by_hand(self, argv: list[str], log_path: Path) -> None:
+        from hfrelease.speed.bench import run_subprocess
+        from hfrelease.speed.runner import vllm_executable
+
+        argv = [vllm_executable(), *argv[1:]]
+        started = time.monotonic()
+        run_subprocess(argv, log_path, env=os.environ)
+        self.hand_seconds += time.monotonic() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--configs", default="none,ngram")
+    parser.add_argument("--num-prompts", type=int, help="prompts per run (default: each prompt file once)")
+    args = parser.parse_args()
+
+    from hfrelease.ledger.store import Ledger
+    from hfrelease.manifest import load_manifest
+    from hfrelease.speed.plan import plan_speed
+    from hfrelease.speed.runner import run_speed
+
+    os.environ.setdefault("HFRELEASE_CACHE", tempfile.mkdtemp(prefix="hfrelease-cache-"))
+    with tempfile.TemporaryDirectory(prefix="hfrelease-speed-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        family = family_copy(tmp, repeats=args.repeats, configs=args.configs.split(","),
+                             num_prompts=args.num_prompts)
+        manifest = load_manifest(family)
+        ledger = Ledger(family / "results")
+        plan = plan_speed(manifest, ledger=ledger, hash_cache=None)
+        runner = SideBySide(tmp / "by-hand")
+        report = run_speed(plan, ledger=ledger, run_dir=tmp / "run", bench_runner=runner, preload=True)
+        if report.failures:
+            sys.exit(f"a server failed: {report.failures}")
+        print(f"{'point':<32} {'hfrelease tok/s':>16} {'by hand tok/s':>14} {'ratio':>7}")
+        ratios: list[float] = []
+        for record in ledger.records(kind="speed"):
+            point = next(p for p in runner.hand if f"{record.artifact_id}.{record.extra['speculative']}" in p
+                         and p.endswith(f"{record.subject_id}-c{record.extra['concurrency']}"))
+            ours = record.metrics["output_throughput"].value
+            theirs = statistics.median(runner.hand[point])
+            ratios.append(ours / theirs)
+            label = f"{record.subject_id} [{record.extra['speculative']}] c{record.extra['concurrency']}"
+            print(f"{label:<32} {ours:>16.1f} {theirs:>14.1f} {ours / theirs:>7.3f}")
+        timing = report.timing
+        wall = timing.wall - timing.server_start - timing.server_stop - runner.hand_seconds
+        outside = wall - timing.measured - timing.warmup
+        summary: dict[str, Any] = {
+            "ratio_min": round(min(ratios), 3), "ratio_max": round(max(ratios), 3),
+            "anchor_wall_s": round(wall, 1), "inside_server_s": round(timing.measured + timing.warmup, 1),
+            "outside_server_s": round(outside, 1), "outside_ratio": round(outside / wall, 4),
+            "scrape_s": round(timing.scrape, 1), "server_start_s": round(timing.server_start, 1),
+            "by_hand_s": round(runner.hand_seconds, 1),
+        }
+        print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

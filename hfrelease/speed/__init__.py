@@ -1,0 +1,8 @@
+"""Speed anchors: workloads served under speculative configs, timed with `vllm bench serve`, recorded.
+
+`plan` decides which servers to start and which (workload, config, concurrency) points still need
+measuring; `bench` is the `vllm bench serve` invocation and its saved JSON; `metrics` reads the server's
+speculative-decoding counters from `/metrics`; `summary` turns repeats into medians and spreads;
+`runner` carries a plan out and writes ledger records; `verdict` picks the best config per workload
+and gates draft artifacts.
+"""

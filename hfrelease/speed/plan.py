@@ -1,0 +1,216 @@
+"""What the speed anchors will do, as data: one server per (artifact, speculative config), its points.
+
+A point is one workload at one concurrency under one config, on one artifact; each is one ledger
+record. Every workload that needs a given (artifact, config) runs on the one server started for it,
+one after the other, without a restart. Planning starts nothing: `--dry-run` prints the plan, and a
+warm re-run whose every point is recorded for the same inputs starts no server at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hfrelease.errors import ConfigError, ConfigProblem
+from hfrelease.evaluation.plan import resolve_model_dir
+from hfrelease.ledger.hashing import ContentHash, HashCache, hash_artifact
+from hfrelease.ledger.record import LedgerRecord, input_key
+from hfrelease.ledger.store import Ledger
+from hfrelease.manifest import Artifact, Manifest, Speculative, Workload
+from hfrelease.serving.command import ServeCommand, build_serve_command
+from hfrelease.speed import bench
+
+NONE = "none"
+# Workload fields that decide what is measured; label, description and the lists that fan a workload
+# out into points (artifacts, speculative, concurrency) are not: each point carries its own.
+_MEASURED_FIELDS = {"prompts", "output_len", "thinking", "repeats", "warmups", "num_prompts"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PointJob:
+    """One workload at one concurrency on a server; `recorded` is a matching "ok" record (not re-run)."""
+
+    workload: Workload
+    concurrency: int
+    num_prompts: int
+    prompts_sha256: str
+    input_key: str
+    recorded: LedgerRecord | None
+
+    @property
+    def pending(self) -> bool:
+        return self.recorded is None
+
+    @property
+    def label(self) -> str:
+        return f"{self.workload.id} c{self.concurrency}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpeedServerJob:
+    """One artifact served under one speculative config (or none), and the points measured on it."""
+
+    artifact: Artifact
+    model_dir: Path | None
+    content: ContentHash | None
+    speculative: Speculative | None
+    draft: Artifact | None
+    draft_dir: Path | None
+    draft_content: ContentHash | None
+    public: ServeCommand  # the form a card prints (repo ids, no host/port)
+    points: tuple[PointJob, ...]
+
+    @property
+    def spec_id(self) -> str:
+        return self.speculative.id if self.speculative else NONE
+
+    @property
+    def label(self) -> str:
+        return f"{self.artifact.id} [{self.spec_id}]"
+
+    @property
+    def pending(self) -> tuple[PointJob, ...]:
+        return tuple(p for p in self.points if p.pending)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpeedPlan:
+    manifest: Manifest
+    servers: tuple[SpeedServerJob, ...]
+
+    @property
+    def pending(self) -> int:
+        return sum(len(s.pending) for s in self.servers)
+
+
+def workload_artifacts(manifest: Manifest, workload: Workload) -> list[str]:
+    """The artifacts a workload is measured on: those it names, else every artifact that is not a draft."""
+    if workload.artifacts is not None:
+        return list(workload.artifacts)
+    return [a.id for a in manifest.artifact if a.kind != "draft"]
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def count_prompts(path: Path) -> int:
+    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+
+
+def point_input_key(
+    workload: Workload, *, concurrency: int, prompts_sha256: str, content_sha256: str,
+    draft_sha256: str | None, speculative: Speculative | None, public: ServeCommand, vllm_version: str | None,
+) -> str:
+    """The key a point is recorded under: a change to any of these re-measures it."""
+    return input_key(
+        artifact=content_sha256,
+        draft=draft_sha256,
+        workload=workload.model_dump(mode="json", include=_MEASURED_FIELDS),
+        concurrency=concurrency,
+        prompts=prompts_sha256,
+        speculative=speculative.model_dump(mode="json") if speculative else None,
+        serve=public.identity(),
+        harness={"vllm": vllm_version, "bench_protocol": bench.PROTOCOL},
+    )
+
+
+def _speculative(manifest: Manifest, spec_id: str) -> Speculative | None:
+    if spec_id == NONE:
+        return None
+    return next(s for s in manifest.speculative if s.id == spec_id)
+
+
+def plan_speed(
+    manifest: Manifest,
+    *,
+    ledger: Ledger,
+    hash_cache: HashCache | None,
+    artifacts: Sequence[str] = (),
+    workloads: Sequence[str] = (),
+    force: bool = False,
+    download: bool = True,
+    hasher: Callable[..., ContentHash] = hash_artifact,
+) -> SpeedPlan:
+    """Which servers to start and which points to measure on each; recorded points are found by input key.
+
+    `artifacts` selects by served artifact or by draft artifact (naming a draft measures the configs
+    that use it).
+    """
+    from hfrelease.ledger.provenance import versions
+
+    known_artifacts = [a.id for a in manifest.artifact]
+    known_workloads = [w.id for w in manifest.workload]
+    problems = [
+        ConfigProblem(location="--artifact", message=f"no artifact {name!r} (known: {', '.join(known_artifacts)})")
+        for name in artifacts if name not in known_artifacts
+    ] + [
+        ConfigProblem(location="--workload", message=f"no workload {name!r} (known: {', '.join(known_workloads)})")
+        for name in workloads if name not in known_workloads
+    ]
+    if problems:
+        raise ConfigError("hfrelease eval --speed", problems)
+    vllm_version = versions().get("vllm")
+    # (artifact id, spec id) -> [(workload, concurrency)], in manifest order: servers start in the order
+    # their first workload appears, "none" before the configs it is compared with.
+    wanted: dict[tuple[str, str], list[tuple[Workload, int]]] = {}
+    for workload in manifest.workload:
+        if workloads and workload.id not in workloads:
+            continue
+        for artifact_id in workload_artifacts(manifest, workload):
+            chosen = []
+            for spec_id in workload.speculative:
+                spec = _speculative(manifest, spec_id)
+                draft_id = spec.draft if spec else None
+                if not artifacts or artifact_id in artifacts or draft_id in artifacts:
+                    chosen.append(spec_id)
+            if chosen and NONE in workload.speculative and NONE not in chosen:
+                # A draft selected alone is still compared with no speculation: its speedup gate needs it.
+                chosen.insert(0, NONE)
+            for spec_id in chosen:
+                for concurrency in workload.concurrency:
+                    wanted.setdefault((artifact_id, spec_id), []).append((workload, concurrency))
+    contents: dict[str, tuple[Path | None, ContentHash | None]] = {}
+
+    def content_of(artifact: Artifact) -> tuple[Path | None, ContentHash | None]:
+        if artifact.id not in contents:
+            model_dir = resolve_model_dir(manifest, artifact, download=download)
+            contents[artifact.id] = (model_dir, hasher(model_dir, cache=hash_cache) if model_dir else None)
+        return contents[artifact.id]
+
+    prompt_hashes: dict[str, tuple[str, int]] = {}
+    servers: list[SpeedServerJob] = []
+    for (artifact_id, spec_id), items in sorted(wanted.items(), key=lambda kv: kv[0][1] != NONE):
+        artifact = manifest.artifact_by_id(artifact_id)
+        spec = _speculative(manifest, spec_id)
+        draft = manifest.artifact_by_id(spec.draft) if spec and spec.draft else None
+        model_dir, content = content_of(artifact)
+        draft_dir, draft_content = content_of(draft) if draft else (None, None)
+        public = build_serve_command(manifest, artifact, model=artifact.repo, speculative=spec,
+                                     draft_model=draft.repo if draft else None)
+        points: list[PointJob] = []
+        for workload, concurrency in items:
+            if workload.prompts not in prompt_hashes:
+                path = manifest.resolve(workload.prompts)
+                prompt_hashes[workload.prompts] = (file_sha256(path), count_prompts(path))
+            prompts_sha, available = prompt_hashes[workload.prompts]
+            ready = content is not None and (draft is None or draft_content is not None)
+            key = point_input_key(
+                workload, concurrency=concurrency, prompts_sha256=prompts_sha,
+                content_sha256=content.sha256 if content else "",
+                draft_sha256=draft_content.sha256 if draft_content else None, speculative=spec, public=public,
+                vllm_version=vllm_version,
+            ) if ready else ""
+            recorded = None if force or not ready else ledger.latest(key)
+            points.append(PointJob(workload=workload, concurrency=concurrency,
+                                   num_prompts=workload.num_prompts or available, prompts_sha256=prompts_sha,
+                                   input_key=key, recorded=recorded))
+        servers.append(SpeedServerJob(artifact=artifact, model_dir=model_dir, content=content, speculative=spec,
+                                      draft=draft, draft_dir=draft_dir, draft_content=draft_content, public=public,
+                                      points=tuple(points)))
+    # Servers of one artifact next to each other: the order a person would run them in.
+    order = {a.id: i for i, a in enumerate(manifest.artifact)}
+    servers.sort(key=lambda s: (order[s.artifact.id], s.spec_id != NONE))
+    return SpeedPlan(manifest=manifest, servers=tuple(servers))

@@ -1,0 +1,65 @@
+"""One speed point as the report shows it, read back from its ledger record (measured now or recorded)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hfrelease.ledger.record import LedgerRecord
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpeedRow:
+    """A workload on an artifact under one speculative config at one concurrency."""
+
+    artifact_id: str
+    workload_id: str
+    speculative: str
+    concurrency: int
+    draft_id: str | None
+    origin: Literal["measured", "recorded"]
+    status: Literal["ok", "void"]
+    metrics: dict[str, float]
+    spread: dict[str, list[float]] = field(default_factory=dict)
+    failed: int = 0
+    repeats: int = 0
+    reason: str | None = None
+    speedup: float | None = None  # output tok/s over the same point without speculation
+
+    @property
+    def throughput(self) -> float:
+        return self.metrics.get("output_throughput", 0.0)
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.metrics.get("spec_acceptance_rate")
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def row_from_record(record: LedgerRecord, *, origin: Literal["measured", "recorded"]) -> SpeedRow:
+    extra = record.extra
+    spread_raw = extra.get("spread")
+    spread: dict[str, list[float]] = {}
+    if isinstance(spread_raw, dict):
+        for name, pair in spread_raw.items():
+            if isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int | float) for v in pair):
+                spread[name] = [float(v) for v in pair if isinstance(v, int | float)]
+    concurrency = extra.get("concurrency")
+    failed = extra.get("failed")
+    repeats = extra.get("repeats")
+    return SpeedRow(
+        artifact_id=record.artifact_id,
+        workload_id=record.subject_id,
+        speculative=str(extra.get("speculative", "none")),
+        concurrency=concurrency if isinstance(concurrency, int) else 1,
+        draft_id=record.draft_artifact_id,
+        origin=origin,
+        status=record.status,
+        metrics={k: m.value for k, m in record.metrics.items()},
+        spread=spread,
+        failed=failed if isinstance(failed, int) else 0,
+        repeats=repeats if isinstance(repeats, int) else 0,
+        reason=record.void_reason,
+    )

@@ -1,0 +1,441 @@
+"""Carry out a `SpeedPlan`: start each (artifact, config) server once, measure its points, record each.
+
+Per point: warm-up invocations (not counted, see `warmup_requests`), then `repeats` measured
+invocations of `vllm bench serve`, each bracketed by two `/metrics` snapshots whose delta gives the
+speculative counters of exactly those requests. Every finished point is in the ledger before the next starts, so a
+server that dies mid-sweep loses only the point in flight; the failure is reported and the remaining
+servers still run.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from hfrelease import __version__
+from hfrelease.errors import ExitCode, MeasurementError, ServerError
+from hfrelease.ledger.atomic import write_atomic
+from hfrelease.ledger.provenance import hardware, now_utc_iso, versions
+from hfrelease.ledger.record import LedgerRecord, Metric, ServeRecord
+from hfrelease.ledger.store import Ledger
+from hfrelease.redact import redact_env
+from hfrelease.serving.command import ServeCommand, build_serve_command
+from hfrelease.serving.plugin import ensure_plugin
+from hfrelease.serving.process import VllmServer, free_port
+from hfrelease.speed import bench
+from hfrelease.speed.metrics import parse_counters, relevant_lines, scrape
+from hfrelease.speed.plan import PointJob, SpeedPlan, SpeedServerJob
+from hfrelease.speed.result import SpeedRow, row_from_record
+from hfrelease.speed.summary import PointSummary, Repeat, summarise
+from hfrelease.speed.verdict import BestConfig, DraftCheck, best_configs, draft_checks, with_speedups
+
+
+class SpeedEvents(Protocol):
+    """What the live view is told while the speed anchors run."""
+
+    def server_state(self, server_id: str, state: str) -> None: ...
+    def point_progress(self, server_id: str, point_id: str, text: str) -> None: ...
+    def log(self, message: str) -> None: ...
+
+
+class NullSpeedEvents:
+    def server_state(self, server_id: str, state: str) -> None:
+        pass
+
+    def point_progress(self, server_id: str, point_id: str, text: str) -> None:
+        pass
+
+    def log(self, message: str) -> None:
+        pass
+
+
+@dataclass(kw_only=True)
+class Timing:
+    """Where the wall time of a run went (seconds): what BENCHMARKS.md's overhead ratio is made of."""
+
+    wall: float = 0.0
+    server_start: float = 0.0
+    server_stop: float = 0.0
+    measured: float = 0.0  # the benchmark's own `duration` of every measured repeat
+    warmup: float = 0.0  # the same for warm-up invocations
+    scrape: float = 0.0  # reading /metrics around the repeats (part of the time outside the server)
+
+    @property
+    def outside_server(self) -> float:
+        """Wall time not spent starting/stopping servers nor generating: hfrelease's and the client's own."""
+        return max(0.0, self.wall - self.server_start - self.server_stop - self.measured - self.warmup)
+
+    def as_dict(self) -> dict[str, float]:
+        return {"wall_s": round(self.wall, 3), "server_start_s": round(self.server_start, 3),
+                "server_stop_s": round(self.server_stop, 3), "measured_s": round(self.measured, 3),
+                "warmup_s": round(self.warmup, 3), "scrape_s": round(self.scrape, 3),
+                "outside_server_s": round(self.outside_server, 3)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpeedReport:
+    rows: tuple[SpeedRow, ...]
+    best: tuple[BestConfig, ...]
+    draft_checks: tuple[DraftCheck, ...]
+    servers_started: int
+    failures: tuple[str, ...]  # servers that died or never started; their measured points are kept
+    run_dir: Path
+    records: tuple[Path, ...] = ()
+    timing: Timing = field(default_factory=Timing)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.failures:
+            return ExitCode.SERVER_FAILED
+        if any(r.status == "void" for r in self.rows):
+            return ExitCode.MEASUREMENT_FAILED
+        if any(c.verdict == "fail" for c in self.draft_checks):
+            return ExitCode.GATE_FAILED
+        return ExitCode.OK
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "exit_code": int(self.exit_code), "servers_started": self.servers_started,
+            "failures": list(self.failures), "run_dir": str(self.run_dir),
+            "rows": [r.as_dict() for r in self.rows], "best": [b.as_dict() for b in self.best],
+            "draft_checks": [c.as_dict() for c in self.draft_checks], "timing": self.timing.as_dict(),
+        }
+
+
+def vllm_executable() -> str:
+    from hfrelease.evaluation.runner import vllm_executable as beside
+
+    return beside()
+
+
+def run_speed(
+    plan: SpeedPlan,
+    *,
+    ledger: Ledger,
+    run_dir: Path,
+    events: SpeedEvents | None = None,
+    base_env: Mapping[str, str] | None = None,
+    bench_runner: bench.BenchRunner = bench.run_in_process,
+    preload: bool | None = None,
+) -> SpeedReport:
+    """Measure every pending point of `plan`, record each, then compute speedups, best configs, draft gates.
+
+    `preload` imports vLLM's benchmark module while the first server starts (default: when the runner is
+    the in-process one; a runner that wraps it passes True).
+    """
+    events = events or NullSpeedEvents()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    timing = Timing()
+    written: list[Path] = []
+    measured: dict[str, LedgerRecord] = {}
+    failures: list[str] = []
+    # vLLM logs to stdout, also while it is imported in the thread below: for the whole run descriptors
+    # 1 and 2 go to the run's log, so `--json` output stays clean (the live view has its own descriptor).
+    with bench.output_to(run_dir / "bench.log"):
+        started = _run_servers(plan, ledger=ledger, run_dir=run_dir, events=events, base_env=base_env,
+                               bench_runner=bench_runner, timing=timing, written=written, measured=measured,
+                               failures=failures,
+                               preload=bench_runner is bench.run_in_process if preload is None else preload)
+    timing.wall = time.monotonic() - t0
+    rows = with_speedups(_rows(plan, measured))
+    report = SpeedReport(rows=tuple(rows), best=tuple(best_configs(plan.manifest, rows)),
+                         draft_checks=tuple(draft_checks(plan.manifest, rows)), servers_started=started,
+                         failures=tuple(failures), run_dir=run_dir, records=tuple(written), timing=timing)
+    # The verdicts (best config per workload, draft gates) are derived from the records, so they are not
+    # ledger records themselves; the run directory keeps them as decided, beside the logs.
+    write_atomic(run_dir / "speed-report.json", json.dumps(report.as_dict(), indent=2, default=str).encode())
+    return report
+
+
+def _run_servers(
+    plan: SpeedPlan, *, ledger: Ledger, run_dir: Path, events: SpeedEvents, base_env: Mapping[str, str] | None,
+    bench_runner: bench.BenchRunner, timing: Timing, written: list[Path], measured: dict[str, LedgerRecord],
+    failures: list[str], preload: bool,
+) -> int:
+    started = 0
+    importer: threading.Thread | None = None
+    if plan.pending and preload:
+        # vLLM's benchmark module takes ~15 s to import on a 2-core machine: import it while the first
+        # server starts (start-up is waiting anyway) instead of on the measured path.
+        importer = threading.Thread(target=bench.import_benchmark, name="import-vllm-bench", daemon=True)
+        importer.start()
+    for job in plan.servers:
+        if not job.pending:
+            events.server_state(job.label, "recorded")
+            continue
+        try:
+            server, command = _start(plan, job, run_dir=run_dir, events=events, base_env=base_env, timing=timing)
+        except ServerError as exc:
+            failures.append(f"{job.label}: {exc.message}")
+            events.server_state(job.label, "failed to start")
+            continue
+        started += 1
+        try:
+            if importer is not None:
+                importer.join()
+                importer = None
+            for point in job.pending:
+                record, files = _measure(plan, job, point, server=server, command=command, run_dir=run_dir,
+                                         events=events, bench_runner=bench_runner, timing=timing)
+                written += _write(ledger, record, files)
+                measured[point.input_key] = record
+        except ServerError as exc:
+            # Points finished before the death are already in the ledger; the report names the failure.
+            failures.append(f"{job.label}: {exc.message}")
+            events.server_state(job.label, "died")
+        finally:
+            events.server_state(job.label, "stopping")
+            stop_started = time.monotonic()
+            server.stop()
+            timing.server_stop += time.monotonic() - stop_started
+            events.server_state(job.label, "stopped")
+    return started
+
+
+def _rows(plan: SpeedPlan, measured: Mapping[str, LedgerRecord]) -> list[SpeedRow]:
+    rows: list[SpeedRow] = []
+    for job in plan.servers:
+        for point in job.points:
+            if point.input_key in measured:
+                rows.append(row_from_record(measured[point.input_key], origin="measured"))
+            elif point.recorded is not None:
+                rows.append(row_from_record(point.recorded, origin="recorded"))
+    return rows
+
+
+def serve_command(plan: SpeedPlan, job: SpeedServerJob, *, port: int, vllm: str = "vllm") -> ServeCommand:
+    """The command that serves `job` from its local files on `port`."""
+    assert job.model_dir is not None
+    return build_serve_command(plan.manifest, job.artifact, model=str(job.model_dir), speculative=job.speculative,
+                               draft_model=str(job.draft_dir) if job.draft_dir else None, host="127.0.0.1",
+                               port=port, vllm=vllm)
+
+
+def _start(
+    plan: SpeedPlan, job: SpeedServerJob, *, run_dir: Path, events: SpeedEvents,
+    base_env: Mapping[str, str] | None, timing: Timing,
+) -> tuple[VllmServer, ServeCommand]:
+    port = free_port()
+    command = serve_command(plan, job, port=port, vllm=vllm_executable())
+    if command.plugin:
+        events.server_state(job.label, "installing plugin")
+        ensure_plugin(plan.manifest.resolve(command.plugin), echo=events.log)
+    log_path = run_dir / f"{job.artifact.id}.{job.spec_id}.server.log"
+    server = VllmServer(command, log_path=log_path, port=port, base_env=base_env)
+    events.server_state(job.label, "starting")
+    events.log(f"$ {command.display()}")
+    begun = time.monotonic()
+    server.start()
+    try:
+        server.wait_until_ready(on_poll=lambda s: events.server_state(job.label, f"starting ({s:.0f} s)"))
+    except BaseException:
+        server.stop()
+        raise
+    finally:
+        timing.server_start += time.monotonic() - begun
+    events.server_state(job.label, f"ready in {server.ready_after or 0:.0f} s")
+    return server, command
+
+
+def bench_request(plan: SpeedPlan, job: SpeedServerJob, point: PointJob, *, base_url: str) -> bench.BenchRequest:
+    workload = point.workload
+    assert job.model_dir is not None
+    return bench.BenchRequest(
+        base_url=base_url, model=job.artifact.repo, tokenizer=str(job.model_dir),
+        prompts=plan.manifest.resolve(workload.prompts), num_prompts=point.num_prompts,
+        output_len=workload.output_len, concurrency=point.concurrency, thinking=workload.thinking,
+    )
+
+
+def point_path(job: SpeedServerJob, point: PointJob) -> Path:
+    """Where a point's benchmark results go, relative to the run directory."""
+    return Path("bench") / f"{job.artifact.id}.{job.spec_id}" / f"{point.workload.id}-c{point.concurrency}"
+
+
+def warmup_requests(request: bench.BenchRequest, warmups: int) -> list[tuple[bench.BenchRequest, str]]:
+    """The warm-up invocations of a point and the result file each saves; none of them is counted.
+
+    First `warmups` full-length requests: the first requests after a start are slow (lazy allocations,
+    kernel selection; CUDA graph capture on a GPU). Then every prompt of the point once with a one-token
+    budget: the server's prefix cache then holds all of them, so each repeat sees the same cache state.
+    Without it the first repeat alone prefills cold prompts and its TTFT and tok/s differ from the
+    others' for a reason that has nothing to do with the configuration.
+    """
+    steps: list[tuple[bench.BenchRequest, str]] = []
+    if warmups:
+        steps.append((replace(request, num_prompts=warmups), "warmup.json"))
+    steps.append((replace(request, output_len=1), "prime.json"))
+    return steps
+
+
+def _snapshot(server: VllmServer, base_url: str, timing: Timing) -> str:
+    started = time.monotonic()
+    try:
+        return scrape(base_url)
+    except OSError as exc:
+        server.check_alive()  # a dead server is a server failure, not a measurement one
+        raise MeasurementError(f"{base_url}/metrics did not answer: {exc}") from None
+    finally:
+        timing.scrape += time.monotonic() - started
+
+
+def _bench(server: VllmServer, runner: bench.BenchRunner, argv: Sequence[str], log_path: Path) -> None:
+    server.arm()
+    try:
+        runner(argv, log_path)
+    except KeyboardInterrupt:
+        # The watchdog interrupts the main thread when the server dies mid-benchmark.
+        if server.died is not None:
+            raise server.died from None
+        raise
+    finally:
+        server.disarm()
+    server.check_alive()
+
+
+def _measure(
+    plan: SpeedPlan, job: SpeedServerJob, point: PointJob, *, server: VllmServer, command: ServeCommand,
+    run_dir: Path, events: SpeedEvents, bench_runner: bench.BenchRunner, timing: Timing,
+) -> tuple[LedgerRecord, list[tuple[str, bytes]]]:
+    workload = point.workload
+    base_url = server.endpoint.base_url
+    request = bench_request(plan, job, point, base_url=base_url)
+    point_dir = run_dir / point_path(job, point)
+    point_dir.mkdir(parents=True, exist_ok=True)
+    log_path = run_dir / "bench.log"
+    vllm = vllm_executable()
+    started_at, t0 = now_utc_iso(), time.monotonic()
+    repeats: list[Repeat] = []
+    raw: list[tuple[str, bytes, bytes]] = []  # (bench command, result bytes, metrics snapshots)
+    failure: str | None = None
+    try:
+        for warm, name in warmup_requests(request, workload.warmups):
+            events.point_progress(job.label, point.label, f"warm-up ({warm.num_prompts} requests)")
+            _bench(server, bench_runner, bench.bench_argv(warm, vllm=vllm, result_dir=point_dir,
+                                                          result_filename=name), log_path)
+            timing.warmup += bench.load_result(point_dir / name)[0].duration_s
+        after: str | None = None
+        for index in range(workload.repeats):
+            events.point_progress(job.label, point.label, f"repeat {index + 1}/{workload.repeats}")
+            argv = bench.bench_argv(request, vllm=vllm, result_dir=point_dir, result_filename=f"r{index}.json")
+            # Repeats follow each other with nothing in between: the snapshot after one is the one
+            # before the next.
+            before = after if after is not None else _snapshot(server, base_url, timing)
+            _bench(server, bench_runner, argv, log_path)
+            after = _snapshot(server, base_url, timing)
+            result, content = bench.load_result(point_dir / f"r{index}.json")
+            timing.measured += result.duration_s
+            model = job.artifact.repo
+            delta = parse_counters(after, model_name=model) - parse_counters(before, model_name=model)
+            repeats.append(Repeat(result=result, spec=delta))
+            kept = relevant_lines(before), relevant_lines(after)
+            snapshots = f"# before\n{kept[0]}# after\n{kept[1]}".encode() if any(kept) else b""
+            raw.append((bench.display(argv), content, snapshots))
+            events.point_progress(job.label, point.label,
+                                  f"repeat {index + 1}/{workload.repeats}: {result.output_throughput:.1f} tok/s")
+    except MeasurementError as exc:
+        # The benchmark itself failed (bad arguments, unreadable result): this point is void, the server
+        # and the other points are fine.
+        failure = exc.message
+    summary = summarise(repeats) if repeats else None
+    files = _raw_files(point, raw)
+    record = _record(plan, job, point, summary, raw, files, command=command, started_at=started_at,
+                     duration=time.monotonic() - t0, failure=failure)
+    text = (f"{record.metrics['output_throughput'].value:.1f} tok/s" if record.status == "ok"
+            else f"void: {record.void_reason}")
+    events.point_progress(job.label, point.label, text)
+    return record, files
+
+
+def _raw_files(point: PointJob, raw: Sequence[tuple[str, bytes, bytes]]) -> list[tuple[str, bytes]]:
+    """Content-addressed names for each repeat's benchmark JSON and /metrics snapshots.
+
+    Not *.json: the ledger reads every *.json in an artifact's directory as a record.
+    """
+    import hashlib
+
+    stem = f"speed-{point.workload.id}-{point.input_key[:12]}"
+    files: list[tuple[str, bytes]] = []
+    for _, content, snapshots in raw:
+        files.append((f"{stem}-{hashlib.sha256(content).hexdigest()[:12]}.bench.jsonl", content))
+        if snapshots:  # a server that does not speculate has no counters to keep
+            files.append((f"{stem}-{hashlib.sha256(snapshots).hexdigest()[:12]}.metrics.txt", snapshots))
+    return files
+
+
+def _record(
+    plan: SpeedPlan, job: SpeedServerJob, point: PointJob, summary: PointSummary | None,
+    raw: Sequence[tuple[str, bytes, bytes]], files: Sequence[tuple[str, bytes]], *, command: ServeCommand,
+    started_at: str, duration: float,
+    failure: str | None,
+) -> LedgerRecord:
+    workload = point.workload
+    assert job.content is not None
+    void_reason = None
+    if failure is not None:
+        void_reason = f"the benchmark failed: {failure}"
+    elif summary is None or summary.completed == 0:
+        void_reason = "no request completed"
+    elif summary.failed:
+        total = summary.failed + summary.completed
+        void_reason = f"{summary.failed} of {total} requests failed over {workload.repeats} repeats"
+    metrics = summary.metrics if summary else {}
+    extra: dict[str, Any] = {
+        "speculative": job.spec_id,
+        "concurrency": point.concurrency,
+        "repeats": len(raw),
+        "spread": summary.spread if summary else {},
+        "failed": summary.failed if summary else 0,
+        "completed": summary.completed if summary else 0,
+        "raw": [name for name, _ in files if name.endswith(".bench.jsonl")],
+        "metrics_raw": [name for name, _ in files if name.endswith(".metrics.txt")],
+        "bench_command": raw[0][0] if raw else None,
+    }
+    return LedgerRecord(
+        kind="speed",
+        family=plan.manifest.family.name,
+        artifact_id=job.artifact.id,
+        artifact_hash=job.content.sha256,
+        artifact_files=job.content.files,
+        draft_artifact_id=job.draft.id if job.draft else None,
+        draft_hash=job.draft_content.sha256 if job.draft_content else None,
+        subject_id=workload.id,
+        harness="vllm-bench",
+        task=workload.prompts,
+        task_hash=point.prompts_sha256,
+        mode="thinking" if workload.thinking else "non-thinking",
+        n=point.num_prompts,
+        seed=0,
+        generation={"output_len": workload.output_len, "temperature": 0.0, "thinking": workload.thinking,
+                    "num_prompts": point.num_prompts, "warmups": workload.warmups,
+                    "max_concurrency": point.concurrency, "backend": "openai-chat", "dataset": "custom"},
+        metrics={name: Metric(value=value) for name, value in metrics.items()},
+        truncated=0,
+        empty=0,
+        serve=ServeRecord(argv=tuple(command.argv), env=redact_env(dict(command.env)), display=job.public.display()),
+        versions={**versions(), "hfrelease": __version__},
+        hardware=hardware(),
+        started_at=started_at,
+        duration_s=round(duration, 3),
+        input_key=point.input_key,
+        extra=extra,
+        status="void" if void_reason else "ok",
+        void_reason=void_reason,
+    )
+
+
+def _write(ledger: Ledger, record: LedgerRecord, files: Sequence[tuple[str, bytes]]) -> list[Path]:
+    """Write the raw benchmark outputs beside the record, then the record that names them."""
+    paths: list[Path] = []
+    for name, data in files:
+        target = ledger.root / record.artifact_id / name
+        if not target.exists():
+            write_atomic(target, data)
+        paths.append(target)
+    return [*paths, ledger.write(record)]

@@ -1,0 +1,136 @@
+"""What the speed measurements decide: speedups, the best config per workload, and draft artifacts' gates.
+
+Best config: per (artifact, workload), the config with the highest median batch-1 output tok/s (ties:
+the config the workload lists first, as cards choose). It is a *clear* win when its throughput spread
+does not overlap the runner-up's: with three repeats on a busy machine, overlapping spreads mean the
+ranking may not survive a re-run, and the report says so instead of hiding it.
+
+Draft gates (thresholds on `[artifact.draft]`): every batch-1 point served with the draft must reach
+`min_acceptance_rate` and `min_speedup` over no speculation on the same workload, and the draft must be
+served with the artifact it was trained against (`target`): acceptance measured against another
+verifier says little about the one the card names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from hfrelease.manifest import Manifest
+from hfrelease.speed.result import SpeedRow
+
+NONE = "none"
+
+
+def with_speedups(rows: Sequence[SpeedRow]) -> list[SpeedRow]:
+    """Rows with `speedup` set against the ok "none" row of the same artifact, workload and concurrency."""
+    baselines = {(r.artifact_id, r.workload_id, r.concurrency): r for r in rows
+                 if r.speculative == NONE and r.status == "ok"}
+    result: list[SpeedRow] = []
+    for row in rows:
+        base = baselines.get((row.artifact_id, row.workload_id, row.concurrency))
+        speedup = None
+        if row.status == "ok" and base is not None and base.throughput > 0:
+            speedup = round(row.throughput / base.throughput, 4)
+        result.append(replace(row, speedup=speedup))
+    return result
+
+
+@dataclass(frozen=True, kw_only=True)
+class BestConfig:
+    artifact_id: str
+    workload_id: str
+    speculative: str
+    throughput: float
+    speedup: float | None
+    clear: bool  # its spread does not overlap the runner-up's
+    runner_up: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _overlaps(a: SpeedRow, b: SpeedRow) -> bool:
+    sa = a.spread.get("output_throughput") or [a.throughput, a.throughput]
+    sb = b.spread.get("output_throughput") or [b.throughput, b.throughput]
+    return sa[0] <= sb[1] and sb[0] <= sa[1]
+
+
+def best_configs(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[BestConfig]:
+    """The best batch-1 config of every (artifact, workload) with at least one ok batch-1 point."""
+    order = {w.id: list(w.speculative) for w in manifest.workload}
+    groups: dict[tuple[str, str], list[SpeedRow]] = {}
+    for row in rows:
+        if row.concurrency == 1 and row.status == "ok":
+            groups.setdefault((row.artifact_id, row.workload_id), []).append(row)
+    best: list[BestConfig] = []
+    for (artifact_id, workload_id), candidates in groups.items():
+        listed = order.get(workload_id, [])
+        ranked = sorted(candidates, key=lambda r: (-r.throughput, listed.index(r.speculative)
+                                                   if r.speculative in listed else len(listed)))
+        top = ranked[0]
+        runner_up = ranked[1] if len(ranked) > 1 else None
+        best.append(BestConfig(
+            artifact_id=artifact_id, workload_id=workload_id, speculative=top.speculative,
+            throughput=top.throughput, speedup=top.speedup,
+            clear=runner_up is None or not _overlaps(top, runner_up),
+            runner_up=runner_up.speculative if runner_up else None,
+        ))
+    return best
+
+
+@dataclass(frozen=True, kw_only=True)
+class DraftCheck:
+    draft_id: str
+    check: Literal["acceptance", "speedup", "target"]
+    artifact_id: str
+    workload_id: str
+    speculative: str
+    value: float | None
+    threshold: float | None
+    verdict: Literal["pass", "fail"]
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def draft_checks(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[DraftCheck]:
+    """The draft gates of every draft artifact that served in `rows` (batch-1, ok points)."""
+    checks: list[DraftCheck] = []
+    for row in rows:
+        if row.draft_id is None or row.concurrency != 1 or row.status != "ok":
+            continue
+        draft = manifest.artifact_by_id(row.draft_id)
+        if draft.draft is None:
+            continue
+        spec = draft.draft
+        base = {"draft_id": draft.id, "artifact_id": row.artifact_id, "workload_id": row.workload_id,
+                "speculative": row.speculative}
+        on_target = row.artifact_id == spec.target
+        checks.append(DraftCheck(
+            **base, check="target", value=None, threshold=None, verdict="pass" if on_target else "fail",
+            reason=f"served with its target {spec.target}" if on_target else
+            f"trained against {spec.target} but served with {row.artifact_id}: measure it with its target",
+        ))
+        if spec.min_acceptance_rate is not None:
+            rate = row.acceptance
+            ok = rate is not None and rate >= spec.min_acceptance_rate
+            checks.append(DraftCheck(
+                **base, check="acceptance", value=rate, threshold=spec.min_acceptance_rate,
+                verdict="pass" if ok else "fail",
+                reason=("no acceptance counters were recorded" if rate is None else
+                        f"acceptance {rate:.3f} {'>=' if ok else '<'} {spec.min_acceptance_rate:g}"),
+            ))
+        if spec.min_speedup is not None:
+            speedup = row.speedup
+            ok = speedup is not None and speedup >= spec.min_speedup
+            checks.append(DraftCheck(
+                **base, check="speedup", value=speedup, threshold=spec.min_speedup,
+                verdict="pass" if ok else "fail",
+                reason=(f"no batch-1 measurement without speculation on {row.workload_id} to compare with"
+                        if speedup is None else
+                        f"batch-1 speedup {speedup:.2f}x {'>=' if ok else '<'} {spec.min_speedup:g}x"),
+            ))
+    return checks

@@ -1,0 +1,170 @@
+"""CI awareness without servers: folds, step summaries, job outputs, the tag check and the gate policy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hfrelease import ci
+from hfrelease.cli import main
+from hfrelease.errors import ExitCode
+from hfrelease.evaluation.runner import EvalReport, GateRow
+from hfrelease.manifest import load_manifest
+from hfrelease.rehearsal import _eval_job_outcome, rehearse, summary_markdown
+from hfrelease.release_policy import GateDecision, GateProblem, MatrixEntry, TagMismatchError, check_tag, eval_matrix
+
+
+def _row(artifact: str, verdict: str, gate: str = "arith") -> GateRow:
+    return GateRow(artifact_id=artifact, gate_id=gate, label=f"{gate} | exact", origin="measured", status="ok",
+                   value=0.5, stderr=0.05, n=20, truncated=0, empty=0, mode="non-thinking",
+                   verdict=verdict, reason="below the margin" if verdict == "fail" else "")  # type: ignore[arg-type]
+
+
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), out, err
+
+
+def test_detect_reads_github_actions_variables(tmp_path: Path) -> None:
+    """GITHUB_ACTIONS=true turns folds on; the summary and output files are taken from the environment."""
+    found = ci.CiEnvironment.detect({"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "s.md")})
+    assert found.github_actions and found.step_summary == tmp_path / "s.md" and found.output is None
+    assert not ci.CiEnvironment.detect({}).github_actions
+
+
+def test_group_lines_escape_what_would_end_the_command() -> None:
+    """A fold's title keeps newlines and percent signs from ending or corrupting the workflow command."""
+    assert ci.group_start("eval: a\nb 5%") == "::group::eval: a%0Ab 5%25"
+    assert ci.group_end() == "::endgroup::"
+
+
+def test_summary_tables_escape_cells_and_redact(tmp_path: Path) -> None:
+    """Gate rows become a Markdown table; a '|' in a label stays in its cell; summaries append."""
+    path = tmp_path / "summary.md"
+    ci.append_summary(path, ci.gate_summary([_row("fp8", "fail"), _row("ref", "reference")]))
+    ci.append_summary(path, "second")
+    text = path.read_text()
+    assert "| fp8 | arith \\| exact |" in text and "❌ fail: below the margin" in text
+    assert text.endswith("second\n\n")
+
+
+def test_set_output_uses_a_delimiter(tmp_path: Path) -> None:
+    """Job outputs are written in the heredoc form, so a value with newlines cannot inject another output."""
+    path = tmp_path / "out"
+    ci.set_output(path, "matrix", '{"a": 1}\nx=y')
+    name, value = path.read_text().split("\n", 1)
+    delimiter = name.split("<<")[1]
+    assert name.startswith("matrix<<ghadelimiter_") and value == f'{{"a": 1}}\nx=y\n{delimiter}\n'
+
+
+def test_tag_must_be_the_manifests_release_tag(fixture_family: Path) -> None:
+    """The manifest's own tag passes; any other tag is a config error (exit 3) naming both and what to do."""
+    manifest = load_manifest(fixture_family)
+    assert check_tag(manifest, "v1.0") == check_tag(manifest, None) == "v1.0"
+    with pytest.raises(TagMismatchError) as error:
+        check_tag(manifest, "v1.1")
+    assert error.value.exit_code == ExitCode.CONFIG
+    assert "'v1.1' does not match" in error.value.message and "'v1.0'" in error.value.message
+    assert error.value.hint is not None and "family.version" in error.value.hint
+
+
+def test_release_with_the_wrong_tag_stops_before_any_job(
+    fixture_family: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`hfrelease release --tag` with another version exits 3 in the check job; no eval job directory exists."""
+    summary = tmp_path / "summary.md"
+    work = tmp_path / "work"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("GITHUB_STEP_SUMMARY", str(summary))
+        code, out, err = _run(["release", str(fixture_family), "--tag", "v2.0", "--work", str(work)], capsys)
+    assert code == ExitCode.CONFIG
+    assert "the tag 'v2.0' does not match this manifest's release tag 'v1.0'" in err
+    assert "failure" in out and "skipped" in out
+    assert not list(work.glob("eval-*"))
+    assert "stopped (exit 3)" in summary.read_text()
+
+
+def test_only_check_writes_the_matrix_output(
+    fixture_family: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`release --only check` lists the eval matrix (non-draft artifacts with gates) for GITHUB_OUTPUT."""
+    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "output"))
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    code, out, _ = _run(["release", str(fixture_family), "--tag", "v1.0", "--only", "check"], capsys)
+    assert code == 0
+    matrix = {"include": [{"artifact": "ref", "publish": False}, {"artifact": "fp8", "publish": True}]}
+    assert json.loads(out) == matrix
+    lines = (tmp_path / "output").read_text().splitlines()
+    assert json.loads(lines[1]) == matrix
+    assert "| fp8 | True |" in (tmp_path / "summary.md").read_text()
+
+
+def test_only_check_with_the_wrong_tag_exits_3(fixture_family: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The workflow's first job fails on a tag that is not the release's, with the message in the log."""
+    code, _, err = _run(["release", str(fixture_family), "--tag", "v1.0.1", "--only", "check"], capsys)
+    assert code == ExitCode.CONFIG and "does not match" in err
+
+
+def test_matrix_skips_drafts_and_unknown_artifacts_are_named(fixture_family: Path) -> None:
+    """Drafts have no gates of their own; an unknown --artifact is a config error naming the known ones."""
+    manifest = load_manifest(fixture_family)
+    assert [e.artifact for e in eval_matrix(manifest)] == ["ref", "fp8"]
+    assert eval_matrix(manifest, ["fp8"]) == [MatrixEntry(artifact="fp8", publish=True)]
+    with pytest.raises(Exception, match="no artifact 'nope'"):
+        eval_matrix(manifest, ["nope"])
+
+
+def test_an_unpublished_artifact_may_fail_its_gates_in_the_matrix(tmp_path: Path) -> None:
+    """Exit 4 passes a matrix job only for publish = false; a published artifact's failure fails its job."""
+    failed = EvalReport(rows=(_row("weak", "fail"),), servers_started=1, requests_sent=20, run_dir=tmp_path)
+    status, detail, error = _eval_job_outcome(MatrixEntry(artifact="weak", publish=False), failed)
+    assert status == "success" and error is None and "allowed" in detail
+    status, _, error = _eval_job_outcome(MatrixEntry(artifact="weak", publish=True), failed)
+    assert status == "failure" and error is not None and error.exit_code == ExitCode.GATE_FAILED
+
+
+def test_gate_decision_exit_codes() -> None:
+    """A failed gate of a published artifact is exit 4; a void or missing result is exit 6; allowed ones pass."""
+    fail = GateProblem(artifact="fp8", gate="arith", kind="fail", text="fp8: arith: fail")
+    missing = GateProblem(artifact="fp8", gate="mc", kind="missing", text="fp8: mc: no result")
+    assert GateDecision(rows=(), blocking=(), allowed=(fail,)).error() is None
+    error = GateDecision(rows=(), blocking=(fail,), allowed=()).error()
+    assert error is not None and error.exit_code == ExitCode.GATE_FAILED and "before publishing" in error.message
+    error = GateDecision(rows=(), blocking=(fail, missing), allowed=()).error()
+    assert error is not None and error.exit_code == ExitCode.MEASUREMENT_FAILED
+
+
+def test_rehearsal_summary_lists_jobs_and_gates(fixture_family: Path, tmp_path: Path) -> None:
+    """The summary of a stopped rehearsal has the conclusion, the error and one row per job."""
+    report = rehearse(fixture_family, work_dir=tmp_path, tag="v0.9", env={})
+    assert report.exit_code == ExitCode.CONFIG
+    assert [(j.name, j.status) for j in report.jobs] == [
+        ("check", "failure"), ("eval", "skipped"), ("merge", "skipped"), ("render", "skipped"), ("publish", "skipped")]
+    text = summary_markdown(report)
+    assert text.startswith(f"## Release {report.family} v0.9: stopped (exit 3)")
+    assert "| check | ❌ failure |" in text
+
+
+def test_eval_writes_its_gate_table_to_the_step_summary_on_github_actions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`hfrelease eval`'s hooks fold on GitHub Actions and append the gate table; elsewhere they do nothing."""
+    from hfrelease.cli import eval as eval_command
+
+    report = EvalReport(rows=(_row("fp8", "pass"),), servers_started=1, requests_sent=20, run_dir=tmp_path)
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    eval_command._ci_fold("eval: fp8")
+    eval_command._ci_summary(gates=report)
+    assert not summary.exists() and "::group::" not in capsys.readouterr().err
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    eval_command._ci_fold("eval: fp8")
+    eval_command._ci_fold(None)
+    eval_command._ci_summary(gates=report)
+    assert capsys.readouterr().err.splitlines() == ["::group::eval: fp8", "::endgroup::"]
+    assert "| fp8 | arith \\| exact |" in summary.read_text()

@@ -1,0 +1,110 @@
+"""Planning the speed anchors: one server per (artifact, config), points found in the ledger by input key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hfrelease.errors import ConfigError
+from hfrelease.ledger.hashing import ContentHash, FileHash
+from hfrelease.ledger.record import LedgerRecord, Metric, ServeRecord
+from hfrelease.ledger.store import Ledger
+from hfrelease.manifest import Manifest, load_manifest
+from hfrelease.speed.plan import SpeedPlan, plan_speed
+
+
+def _hasher(directory: Path, **_: Any) -> ContentHash:
+    """A content hash per directory name: the fixture checkpoints hold no weights."""
+    import hashlib
+
+    sha = hashlib.sha256(directory.name.encode()).hexdigest()
+    return ContentHash(sha256=sha, files=(FileHash(path="model.safetensors", size=1, sha256=sha),), bytes_read=0)
+
+
+def _plan(manifest: Manifest, ledger: Ledger, **kwargs: Any) -> SpeedPlan:
+    return plan_speed(manifest, ledger=ledger, hash_cache=None, hasher=_hasher, **kwargs)
+
+
+def _record(plan: SpeedPlan, server: int, point: int) -> LedgerRecord:
+    job = plan.servers[server]
+    p = job.points[point]
+    assert job.content is not None
+    return LedgerRecord(
+        kind="speed", family=plan.manifest.family.name, artifact_id=job.artifact.id,
+        artifact_hash=job.content.sha256, artifact_files=job.content.files,
+        draft_artifact_id=job.draft.id if job.draft else None,
+        draft_hash=job.draft_content.sha256 if job.draft_content else None, subject_id=p.workload.id,
+        harness="vllm-bench", task=p.workload.prompts, task_hash=p.prompts_sha256, mode="non-thinking", n=2,
+        seed=0, generation={}, metrics={"output_throughput": Metric(value=10.0)}, truncated=0, empty=0,
+        serve=ServeRecord(argv=("vllm", "serve"), env={}, display="vllm serve"), versions={}, hardware={},
+        started_at="2026-01-01T00:00:00Z", duration_s=1.0, input_key=p.input_key,
+        extra={"speculative": job.spec_id, "concurrency": p.concurrency, "repeats": 3, "spread": {}, "failed": 0,
+               "raw": []},
+    )
+
+
+def test_one_server_per_artifact_and_config(fixture_family: Path) -> None:
+    """Every non-draft artifact gets a server per config, no speculation first; each holds every concurrency."""
+    manifest = load_manifest(fixture_family)
+    plan = _plan(manifest, Ledger(fixture_family / "results"))
+    labels = [job.label for job in plan.servers]
+    assert labels == ["ref [none]", "ref [ngram]", "ref [draft]", "fp8 [none]", "fp8 [ngram]", "fp8 [draft]"]
+    assert all([p.concurrency for p in job.points] == [1, 2] for job in plan.servers)
+    draft_job = plan.servers[2]
+    assert draft_job.draft is not None and draft_job.draft.id == "draft" and draft_job.draft_content is not None
+    assert "--speculative-config" in draft_job.public.argv
+    assert plan.pending == 12
+    assert plan.servers[0].points[0].num_prompts == sum(
+        1 for line in (fixture_family / "prompts" / "chat.jsonl").read_text().splitlines() if line.strip())
+
+
+def test_recorded_points_are_not_pending(fixture_family: Path) -> None:
+    """A point whose input key is in the ledger is not re-measured; a server with none pending starts not."""
+    manifest = load_manifest(fixture_family)
+    ledger = Ledger(fixture_family / "results")
+    plan = _plan(manifest, ledger)
+    for index in range(2):
+        ledger.write(_record(plan, 0, index))
+    again = _plan(manifest, ledger)
+    assert not again.servers[0].pending and again.pending == 10
+    assert again.servers[0].points[0].recorded is not None
+    assert _plan(manifest, ledger, force=True).pending == 12
+
+
+def test_input_key_follows_what_is_measured(fixture_family: Path) -> None:
+    """Output length, prompts and concurrency change the key; a workload's label does not."""
+    base = load_manifest(fixture_family)
+    ledger = Ledger(fixture_family / "results")
+    keys = [p.input_key for job in _plan(base, ledger).servers for p in job.points]
+    assert len(set(keys)) == len(keys)
+
+    def with_workload(**changes: Any) -> list[str]:
+        workload = base.workload[0].model_copy(update=changes)
+        manifest = base.model_copy(update={"workload": [workload]})
+        manifest._root = base.root
+        return [p.input_key for job in _plan(manifest, ledger).servers for p in job.points]
+
+    assert with_workload(label="Chat, renamed") == keys
+    assert with_workload(output_len=64) != keys
+    assert with_workload(repeats=5)[0] != keys[0]
+    (fixture_family / "prompts" / "chat.jsonl").write_text('{"prompt": "changed"}\n')
+    assert with_workload()[0] != keys[0]
+
+
+def test_selecting_a_draft_keeps_its_baseline(fixture_family: Path) -> None:
+    """--artifact DRAFT measures the configs that use it and, for its speedup, the same points without."""
+    plan = _plan(load_manifest(fixture_family), Ledger(fixture_family / "results"), artifacts=["draft"])
+    assert [job.label for job in plan.servers] == ["ref [none]", "ref [draft]", "fp8 [none]", "fp8 [draft]"]
+    only = _plan(load_manifest(fixture_family), Ledger(fixture_family / "results"), artifacts=["fp8"],
+                 workloads=["chat"])
+    assert [job.label for job in only.servers] == ["fp8 [none]", "fp8 [ngram]", "fp8 [draft]"]
+
+
+def test_unknown_selection_is_a_config_error(fixture_family: Path) -> None:
+    """Unknown --artifact / --workload ids are reported together."""
+    with pytest.raises(ConfigError) as raised:
+        _plan(load_manifest(fixture_family), Ledger(fixture_family / "results"), artifacts=["nope"],
+              workloads=["nada"])
+    assert {p.location for p in raised.value.problems} == {"--artifact", "--workload"}
