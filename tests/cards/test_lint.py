@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from pathlib import Path
 
@@ -42,10 +43,18 @@ def test_planted_placeholder(demo_inputs: CardInputs, cards: tuple[Path, list[Ca
     assert sum("placeholder" in p for p in problems) == 3
 
 
+def _sweep_value(text: str, concurrency: int) -> str:
+    """The tok/s the card's concurrency sweep shows at `concurrency` (read from the recorded ledger's card)."""
+    match = re.search(rf"^\| {concurrency} \| ([0-9.]+) ", text, re.M)
+    assert match, f"no sweep row for concurrency {concurrency}"
+    return match.group(1)
+
+
 def test_untraced_number(demo_inputs: CardInputs, cards: tuple[Path, list[CardText]]) -> None:
     """A number in a measured block that is not in the provenance table is caught."""
     _, found = cards
-    bad = _edit(found[1], "| 2 | 153.6 |", "| 2 | 999.9 |")
+    value = _sweep_value(found[1].text, 2)
+    bad = _edit(found[1], f"| 2 | {value} |", "| 2 | 999.9 |")
     assert any("999.9" in p and "does not trace" in p for p in lint_cards(demo_inputs.manifest, [bad]))
 
 
@@ -76,10 +85,12 @@ def test_stale_value_against_ledger(demo_inputs: CardInputs, cards: tuple[Path, 
     _, found = cards
     row = ("| `speed.load.fp8-dynamic.none.c2.output_throughput` | "
            "output tok/s, load on fp8-dynamic, none, concurrency 2 |")
-    bad = _edit(found[1], f"{row} 153.6 |", f"{row} 160.0 |")
-    bad = _edit(bad, "| 2 | 153.6 |", "| 2 | 160.0 |")
+    value = _sweep_value(found[1].text, 2)
+    edited = f"{float(value) + 10:.1f}"
+    bad = _edit(found[1], f"{row} {value} |", f"{row} {edited} |")
+    bad = _edit(bad, f"| 2 | {value} |", f"| 2 | {edited} |")
     problems = lint_cards(demo_inputs.manifest, [bad], inputs=demo_inputs)
-    assert any("ledger gives 153.6" in p for p in problems)
+    assert any(f"ledger gives {value}" in p for p in problems)
 
 
 def test_front_matter_and_age(demo_inputs: CardInputs, cards: tuple[Path, list[CardText]]) -> None:
@@ -90,7 +101,7 @@ def test_front_matter_and_age(demo_inputs: CardInputs, cards: tuple[Path, list[C
     problems = lint_cards(demo_inputs.manifest, [bad])
     assert any("lacks 'license'" in p for p in problems)
     assert any("does not say when" in p for p in problems)
-    old = lint_cards(demo_inputs.manifest, [found[1]], today=date(2027, 1, 1), max_age_days=90)
+    old = lint_cards(demo_inputs.manifest, [found[1]], today=date(2030, 1, 1), max_age_days=90)
     assert any("days old" in p for p in old)
 
 
