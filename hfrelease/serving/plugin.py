@@ -32,6 +32,34 @@ def source_hash(plugin_dir: Path) -> str:
     return digest.hexdigest()
 
 
+def _project_name(plugin_dir: Path) -> str | None:
+    import tomllib
+
+    try:
+        data = tomllib.loads((plugin_dir / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    name = data.get("project", {}).get("name")
+    return name if isinstance(name, str) else None
+
+
+def _installed(plugin_dir: Path, python: str) -> bool:
+    """Whether the plugin's distribution is present in `python`'s environment (checked in-process when
+    that is the running interpreter; otherwise the stamp is trusted)."""
+    if Path(python).absolute() != Path(sys.executable).absolute():
+        return True
+    name = _project_name(plugin_dir)
+    if name is None:
+        return True
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def ensure_plugin(
     plugin_dir: Path,
     *,
@@ -45,8 +73,12 @@ def ensure_plugin(
             f"{plugin_dir} is not an installable package (no pyproject.toml or setup.py)",
             hint="[serve].plugin must name the family's vllm_plugin/ package directory.",
         )
-    stamp = Path(python).resolve().parent.parent / ".hfrelease-plugins" / f"{source_hash(plugin_dir)}.stamp"
-    if stamp.exists():
+    # The environment is the venv the interpreter path names. Not resolved: a venv's bin/python is a
+    # symlink to the base interpreter, and resolving it would share one stamp between every venv made
+    # from that Python (a fresh clone's venv would then skip the install and serve without the plugin).
+    environment = Path(python).parent.parent
+    stamp = environment / ".hfrelease-plugins" / f"{source_hash(plugin_dir)}.stamp"
+    if stamp.exists() and _installed(plugin_dir, python):
         return False
     # --no-build-isolation: the plugin builds with the setuptools already in the venv, so installing it
     # needs no package index (CI and air-gapped GPU runners alike).
