@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,3 +30,29 @@ def fixture_family(tmp_path: Path) -> Path:
     target = tmp_path / "family"
     shutil.copytree(FIXTURES / "family", target)
     return target
+
+
+@pytest.fixture
+def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any connection to an address off this machine fails the test (sockets on files still work)."""
+    real_connect = socket.socket.connect
+
+    def connect(self: socket.socket, address: Any) -> Any:
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and host not in {"127.0.0.1", "localhost", "::1"} and not host.startswith("/"):
+            raise AssertionError(f"a test tried to reach {host!r}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+
+
+@pytest.fixture
+def isolated_hub_client(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, loopback_only: None) -> None:
+    """huggingface_hub talking only to a local Hub: no Xet, offline mode lifted for loopback, and no token
+    or cache of the person running the tests."""
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))

@@ -15,12 +15,9 @@ import os
 os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import huggingface_hub.constants  # after the environment above: huggingface_hub reads it on import
 import pytest
 from huggingface_hub import HfApi
 
@@ -30,21 +27,8 @@ TOKEN = "hf_hubtest_0123456789abcdef"
 
 
 @pytest.fixture(autouse=True)
-def _isolated_client(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Loopback only, no Xet, no token or cache of the person running the tests."""
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    real_connect = socket.socket.connect
-
-    def loopback_only(self: socket.socket, address: Any) -> Any:
-        host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and host not in {"127.0.0.1", "localhost", "::1"} and not host.startswith("/"):
-            raise AssertionError(f"a Hub server test tried to reach {host!r}")
-        return real_connect(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", loopback_only)
+def _isolated_client(isolated_hub_client: None) -> None:
+    """Loopback only, no Xet, no token or cache of the person running the tests (tests/conftest.py)."""
 
 
 @pytest.fixture

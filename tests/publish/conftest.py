@@ -14,13 +14,10 @@ os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import json
-import socket
 import textwrap
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
-import huggingface_hub.constants
 import numpy as np
 import pytest
 from huggingface_hub import HfApi
@@ -36,22 +33,10 @@ OWNER = "alice"
 
 
 @pytest.fixture(autouse=True)
-def _isolated_client(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Loopback only, no Xet, no token or cache of the person running the tests."""
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+def _isolated_client(isolated_hub_client: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Loopback only, no Xet, no token or cache of the person running the tests (tests/conftest.py), and
+    a hash cache of the test's own."""
     monkeypatch.setenv("HFRELEASE_CACHE", str(tmp_path / "hfrelease-cache"))
-    real_connect = socket.socket.connect
-
-    def loopback_only(self: socket.socket, address: Any) -> Any:
-        host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and host not in {"127.0.0.1", "localhost", "::1"} and not host.startswith("/"):
-            raise AssertionError(f"a publish test tried to reach {host!r}")
-        return real_connect(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", loopback_only)
 
 
 def write_weights(path: Path, size: int, *, seed: int) -> None:

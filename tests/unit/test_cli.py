@@ -170,3 +170,11 @@ def test_eval_dry_run_of_the_flagship_without_a_gpu(repo_root: Path, capsys: pyt
     assert gsm8k["command"].startswith("lm_eval --model local-chat-completions")
     assert '"enable_thinking":true' in gsm8k["command"] and "--limit 100" in gsm8k["command"]
     assert plan["pending"] == 20
+
+
+def test_unit_tests_cannot_leave_this_machine() -> None:
+    """The sealed-unit-test guard refuses a connection to any address off loopback before it is made."""
+    import socket
+
+    with socket.socket() as sock, pytest.raises(AssertionError, match="tried to reach"):
+        sock.connect(("192.0.2.1", 9))  # TEST-NET-1: never routed
