@@ -15,6 +15,8 @@ from hfrelease.cards import citation
 from hfrelease.cards.errors import CardError
 from hfrelease.cards.inputs import FAMILY, SECTION_NAMES, CardInputs
 from hfrelease.cards.measurements import NONE, FamilyMeasurements, GateResult, SpeedPoint
+from hfrelease.cards.memory import figures as memory_figures
+from hfrelease.cards.memory import gibibytes
 from hfrelease.cards.numbers import NumberRegistry, fixed, gigabytes, signed
 from hfrelease.cards.plots import PlotData, plan_plots
 from hfrelease.cards.text import Markdown, code_block, code_span, escape_markdown, hub_url, link, prose
@@ -236,6 +238,34 @@ class _View:
         return self.numbers.add(f"size.{artifact.id}", f"weights of {artifact.id} (GB)", gigabytes(found[0]),
                                 [found[1]])
 
+    def memory(self, artifact: Artifact) -> tuple[Markdown, Markdown]:
+        """(memory to serve, peak memory) of `artifact`, or "not measured" / "n/a" for drafts."""
+        if artifact.kind == "draft":
+            # A draft head serves inside its target's server; its own weights are its whole addition.
+            return Markdown("with its target"), Markdown("with its target")
+        entries = [r.entry for (aid, _), r in self.measured.gates.items() if aid == artifact.id]
+        entries += [p.entry for p in self.measured.points(artifact_id=artifact.id)]
+        size = self.measured.sizes.get(artifact.id)
+        found = memory_figures(entries, weight_bytes=size[0] if size else None)
+        absent = Markdown("not measured")
+        if found is None:
+            return absent, absent
+        serve = absent
+        if found.serve_bytes is not None:
+            sources = [found.entry]
+            if found.weights_from_files and size and size[1].name != found.entry.name:
+                sources.append(size[1])
+            serve = self.numbers.add(
+                f"memory.{artifact.id}.serve",
+                f"memory to serve {artifact.id}: weights + KV cache of one {found.max_model_len}-token request (GiB)",
+                gibibytes(found.serve_bytes), sources)
+        peak = absent
+        if found.peak_bytes is not None:
+            peak = self.numbers.add(f"memory.{artifact.id}.peak",
+                                    f"peak memory (PSS) of the server processes of {artifact.id} (GiB)",
+                                    gibibytes(found.peak_bytes), [found.entry])
+        return serve, peak
+
     # -- speed -----------------------------------------------------------------------------------------------
     def _point_id(self, p: SpeedPoint) -> str:
         return f"speed.{p.workload.id}.{p.artifact_id}.{p.speculative}.c{p.concurrency}"
@@ -378,9 +408,10 @@ class _View:
                 speeds.append(Markdown(f"{self.tps(best)} ({code_span(best.speculative)})") if best
                               else Markdown("not measured"))
             size = self.size(other)
+            serve, peak = self.memory(other)
             rows.append({"name": link(other.title or other.repo, hub_url(other.repo)), "self": other.id == artifact.id,
                          "what": code_span(what), "size": size or Markdown("not measured"), "quality": cells,
-                         "speed": speeds, "published": other.publish})
+                         "speed": speeds, "published": other.publish, "memory": serve, "peak": peak})
         return {"gates": [escape_markdown(g.label or g.id) for g in gates],
                 "units": [self.unit(g) for g in gates],
                 "workloads": [escape_markdown(w.label or w.id) for w in workloads], "rows": rows}
@@ -452,6 +483,7 @@ def _serving(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifac
     commands = []
     for spec_id in configs:
         command = public_command(manifest, server, spec_id)
+        _check_measured_command(measured, server.id, spec_id, command.display())
         commands.append({"config": code_span(spec_id), "note": escape_markdown(notes[spec_id]),
                          "code": code_block(shell_lines(command), language="bash"), "display": command.display()})
     plugin = None
@@ -460,6 +492,27 @@ def _serving(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifac
         plugin = code_block(f"hf download {server.repo} --local-dir {folder}\n"
                             f"pip install --no-deps ./{folder}/vllm_plugin", language="bash")
     return {"plugin": plugin, "commands": commands, "server": link(server.title or server.repo, hub_url(server.repo))}
+
+
+def recorded_commands(measured: FamilyMeasurements, artifact_id: str, spec_id: str) -> set[str]:
+    """The serve commands (as a card prints them) of the records a card shows for `artifact_id` served
+    under `spec_id`: its gate records and speed points for "none", its speed points otherwise."""
+    entries = [p.entry for p in measured.points(artifact_id=artifact_id) if p.speculative == spec_id]
+    if spec_id == NONE:
+        entries += [r.entry for (aid, _), r in measured.gates.items() if aid == artifact_id]
+    return {e.record.serve.display for e in entries}
+
+
+def _check_measured_command(measured: FamilyMeasurements, artifact_id: str, spec_id: str, display: str) -> None:
+    """Refuse to print a serve command other than the one the card's numbers were measured with."""
+    recorded = recorded_commands(measured, artifact_id, spec_id)
+    if recorded and display not in recorded:
+        raise CardError(
+            f"{artifact_id} ({spec_id}): release.toml now serves it with\n    {display}\n"
+            f"but its recorded measurements were made with\n" + "\n".join(f"    {d}" for d in sorted(recorded)),
+            hint="Re-run `hfrelease eval` (serve settings are part of every measurement's inputs, so it measures "
+            "again under the new command), or restore the serve settings that were measured.",
+        )
 
 
 def _download(artifact: Artifact) -> str:

@@ -8,7 +8,10 @@ Checks, each reported with the card and the place:
   provenance table, whose records exist in the ledger and, re-derived from the ledger, give that value;
 - the same measurement id shows the same value in every card of the family;
 - links to Hub model repos resolve to artifacts of the manifest (or its base model), local links to files;
-- the card says when its numbers were measured, and those dates are its records' dates.
+- the card says when its numbers were measured, and those dates are its records' dates;
+- every serve command the card prints (`<!-- serve:begin -->` blocks) is the command of a record in the
+  ledger for that artifact (or, on a draft's card, its target): the card never prints a command that
+  was not measured.
 
 Numbers outside measured blocks (hand-written prose, settings, citations) are not checked: the card
 marks what it claims to have measured, and only that is held to the ledger.
@@ -41,6 +44,7 @@ PLACEHOLDER = re.compile(
     r"|\bNone\b|\bnan\b|\bNaN\b|\bUndefined\b|\binf\b"
 )
 CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+SERVE = re.compile(r"<!-- serve:begin -->\n(`{3,})\w*\n(.*?)\n\1\n<!-- serve:end -->", re.S)
 HUB_LINK = re.compile(r"\]\((https://huggingface\.co/[^)\s]*)\)")
 LOCAL_LINK = re.compile(r"\]\((?!https?:|#|mailto:)([^)\s]+)\)")
 _NOT_MODELS = {"datasets", "spaces", "collections", "docs", "papers", "blog", "organizations"}
@@ -101,6 +105,8 @@ def lint_cards(manifest: Manifest, cards: Iterable[CardText], *, inputs: CardInp
             if records is not None:
                 problems += [f"{where}: {number_id} cites {n}, which is not in the ledger" for n in names
                              if n not in records]
+        if inputs is not None:
+            problems += _serve_commands(manifest, card, body, inputs)
         problems += _age(where, body, table, records, today=today, max_age_days=max_age_days)
         problems += _links(where, body, repos, card.path.parent)
     return problems
@@ -183,6 +189,26 @@ def _provenance_table(body: str) -> dict[str, tuple[str, list[str]]]:
             names = [m.group(2) for m in CODE_SPAN.finditer(cells[3])]
             table[number_id] = (cells[2], names)
     return table
+
+
+def _serve_commands(manifest: Manifest, card: CardText, body: str, inputs: CardInputs) -> list[str]:
+    """Problems with the serve commands a card prints: each must be a recorded measurement's command."""
+    import shlex
+
+    artifact = manifest.artifact_by_id(card.artifact_id)
+    server = artifact.draft.target if artifact.draft is not None else artifact.id
+    recorded = {tuple(shlex.split(e.record.serve.display)) for e in inputs.records if e.record.artifact_id == server}
+    problems = []
+    for _, block in SERVE.findall(body):
+        try:
+            words = tuple(shlex.split(block.replace("\\\n", " ")))
+        except ValueError as exc:
+            problems.append(f"{card.path}: a serve command does not parse as a shell command ({exc})")
+            continue
+        if words not in recorded:
+            problems.append(f"{card.path}: the serve command `{' '.join(words)}` is not the command of any "
+                            f"recorded measurement of {server}")
+    return problems
 
 
 def _age(where: str, body: str, table: dict[str, tuple[str, list[str]]], records: dict[str, str] | None, *,

@@ -248,7 +248,8 @@ def _run_gates(
             server.check_alive()
         requests += run.requests
         record = _record(manifest, job, gate_job, run, command=command, base_url=base_url, started_at=started_at,
-                         duration=time.monotonic() - t0, failure=failure)
+                         duration=time.monotonic() - t0, failure=failure,
+                         memory=server.memory() if server is not None else None)
         written.append(ledger.write(record))
         measured[(aid, gate.id)] = record
         summary = f"{run.value:.3f} (n={run.n})" if record.status == "ok" else f"void: {record.void_reason}"
@@ -271,7 +272,10 @@ def _measure(
 def _record(
     manifest: Manifest, job: ServerJob, gate_job: GateJob, run: GateRun, *, command: ServeCommand | None,
     base_url: str, started_at: str, duration: float, failure: MeasurementError | None = None,
+    memory: Mapping[str, Any] | None = None,
 ) -> LedgerRecord:
+    """The ledger record of one gate run; `memory` is the server's so far (start-up figures, peak PSS),
+    absent for an attached server, whose processes hfrelease cannot see."""
     gate = gate_job.gate
     assert job.content is not None
     bad = run.truncated + run.empty
@@ -312,7 +316,8 @@ def _record(
         started_at=started_at,
         duration_s=round(duration, 3),
         input_key=gate_job.input_key,
-        extra={"metric": gate.metric, "value": run.value, "requests": run.requests, "lm_eval": run.lm_eval},
+        extra={"metric": gate.metric, "value": run.value, "requests": run.requests, "lm_eval": run.lm_eval,
+               **({"memory": dict(memory)} if memory else {})},
         status="void" if void_reason else "ok",
         void_reason=void_reason,
     )

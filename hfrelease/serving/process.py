@@ -30,9 +30,13 @@ from hfrelease.errors import ServerError
 from hfrelease.redact import redact
 from hfrelease.serving.command import ServeCommand
 from hfrelease.serving.diagnosis import Diagnosis, diagnose, read_tail
+from hfrelease.serving.memory import PeakMemory, memory_record
 
 HOST = "127.0.0.1"
 POLL_SECONDS = 0.5
+# The watchdog samples the server's memory every this many polls: reading /proc/<pid>/smaps_rollup of
+# every engine process costs a few milliseconds, which every 2 s is noise even on a busy 2-core machine.
+MEMORY_EVERY_POLLS = 4
 STOP_GRACE_SECONDS = 20.0
 
 # Every server this process started and has not stopped yet; stopped at interpreter exit too, so an
@@ -141,6 +145,7 @@ class VllmServer:
         self.died: ServerDiedError | None = None
         self.started_at: float | None = None
         self.ready_after: float | None = None
+        self.peak_memory = PeakMemory()
 
     @property
     def endpoint(self) -> Endpoint:
@@ -201,6 +206,7 @@ class VllmServer:
             time.sleep(POLL_SECONDS)
         self.ready_after = time.monotonic() - self.started_at
         check_identity(self.endpoint.base_url, self.command.served_model_name)
+        self.peak_memory.sample(self._process.pid)
         self._watchdog = threading.Thread(target=self._watch, name=f"vllm-watchdog-{self.port}", daemon=True)
         self._watchdog.start()
 
@@ -220,7 +226,11 @@ class VllmServer:
     def _watch(self) -> None:
         process = self._process
         assert process is not None
+        polls = 0
         while not self._stopping.wait(POLL_SECONDS):
+            polls += 1
+            if polls % MEMORY_EVERY_POLLS == 0:
+                self.peak_memory.sample(process.pid)
             code = process.poll()
             if code is not None and not self._stopping.is_set():
                 self.died = self._death(f"vLLM exited with code {code} while in use", code)
@@ -229,6 +239,14 @@ class VllmServer:
                     # only way to report the death within seconds instead of after lm-eval's retries.
                     _thread.interrupt_main()
                 return
+
+    def memory(self) -> dict[str, Any]:
+        """The memory figures of this server so far (start-up log and peak PSS), for a ledger record."""
+        if self._process is not None and self._process.poll() is None:
+            self.peak_memory.sample(self._process.pid)  # the moment of recording counts too
+        if self._log and not self._log.closed:
+            self._log.flush()
+        return memory_record(self.log_path, self.peak_memory)
 
     def _death(self, message: str, code: int | None) -> ServerDiedError:
         if self._log:

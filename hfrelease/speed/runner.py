@@ -28,6 +28,7 @@ from hfrelease.serving.command import ServeCommand, build_serve_command
 from hfrelease.serving.plugin import ensure_plugin
 from hfrelease.serving.process import VllmServer, free_port
 from hfrelease.speed import bench
+from hfrelease.speed.best_record import record_best_configs
 from hfrelease.speed.metrics import parse_counters, relevant_lines, scrape
 from hfrelease.speed.plan import PointJob, SpeedPlan, SpeedServerJob
 from hfrelease.speed.result import SpeedRow, row_from_record
@@ -144,11 +145,16 @@ def run_speed(
                                preload=bench_runner is bench.run_in_process if preload is None else preload)
     timing.wall = time.monotonic() - t0
     rows = with_speedups(_rows(plan, measured))
-    report = SpeedReport(rows=tuple(rows), best=tuple(best_configs(plan.manifest, rows)),
+    best = best_configs(plan.manifest, rows)
+    # The best config per workload is recorded in the ledger too (a "speed-best" record, derived from the
+    # speed records of the rows; one already recorded from the same records is reused). The draft gates
+    # are not: they are judged again from the records on every run.
+    points = [measured.get(p.input_key, p.recorded) for j in plan.servers for p in j.points]
+    written += record_best_configs(ledger, best, [r for r in points if r is not None])
+    report = SpeedReport(rows=tuple(rows), best=tuple(best),
                          draft_checks=tuple(draft_checks(plan.manifest, rows)), servers_started=started,
                          failures=tuple(failures), run_dir=run_dir, records=tuple(written), timing=timing)
-    # The verdicts (best config per workload, draft gates) are derived from the records, so they are not
-    # ledger records themselves; the run directory keeps them as decided, beside the logs.
+    # The run directory keeps the verdicts as decided, beside the logs.
     write_atomic(run_dir / "speed-report.json", json.dumps(report.as_dict(), indent=2, default=str).encode())
     return report
 
@@ -346,7 +352,7 @@ def _measure(
     summary = summarise(repeats) if repeats else None
     files = _raw_files(point, raw)
     record = _record(plan, job, point, summary, raw, files, command=command, started_at=started_at,
-                     duration=time.monotonic() - t0, failure=failure)
+                     duration=time.monotonic() - t0, failure=failure, memory=server.memory())
     text = (f"{record.metrics['output_throughput'].value:.1f} tok/s" if record.status == "ok"
             else f"void: {record.void_reason}")
     events.point_progress(job.label, point.label, text)
@@ -373,7 +379,7 @@ def _record(
     plan: SpeedPlan, job: SpeedServerJob, point: PointJob, summary: PointSummary | None,
     raw: Sequence[tuple[str, bytes, bytes]], files: Sequence[tuple[str, bytes]], *, command: ServeCommand,
     started_at: str, duration: float,
-    failure: str | None,
+    failure: str | None, memory: Mapping[str, Any] | None = None,
 ) -> LedgerRecord:
     workload = point.workload
     assert job.content is not None
@@ -397,6 +403,8 @@ def _record(
         "metrics_raw": [name for name, _ in files if name.endswith(".metrics.txt")],
         "bench_command": raw[0][0] if raw else None,
     }
+    if memory:
+        extra["memory"] = dict(memory)  # the server's start-up figures and peak PSS up to this point
     return LedgerRecord(
         kind="speed",
         family=plan.manifest.family.name,
