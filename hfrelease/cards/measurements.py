@@ -7,6 +7,9 @@ mixes measurements of different weights or shows a stale number:
 - Per (artifact, gate) the newest record counts, void or not: a failed re-measurement is not hidden
   behind an older success.
 - Per (artifact, workload, speculative config, concurrency) the newest "ok" speed record counts.
+- The best batch-1 config of a workload is the one a "speed-best" record chose (`hfrelease eval --speed`
+  records it, see `hfrelease.speed.best_record`) when that record was derived from exactly the batch-1
+  speed records shown; otherwise (older ledgers, points measured since) it is computed from them.
 - Deltas are the paired bootstrap of `hfrelease.evaluation.comparison` with the gate's own seed, so a
   card shows exactly the interval `hfrelease eval` judged.
 """
@@ -88,6 +91,8 @@ class FamilyMeasurements:
     gates: Mapping[tuple[str, str], GateResult]
     speed: Mapping[tuple[str, str, str, int], SpeedPoint]
     sizes: Mapping[str, tuple[int, RecordEntry]] = field(default_factory=dict)  # weight bytes and their record
+    # "speed-best" records per (artifact, workload), newest first: the best configs as `hfrelease eval` chose
+    recorded_best: Mapping[tuple[str, str], tuple[RecordEntry, ...]] = field(default_factory=dict)
 
     def gate(self, artifact_id: str, gate_id: str) -> GateResult | None:
         return self.gates.get((artifact_id, gate_id))
@@ -102,8 +107,19 @@ class FamilyMeasurements:
         return sorted(chosen, key=lambda p: (p.artifact_id, p.workload.id, p.speculative, p.concurrency))
 
     def best_batch1(self, artifact_id: str, workload_id: str) -> SpeedPoint | None:
-        """The speculative config with the highest batch-1 throughput (ties: the config listed first)."""
+        """The speculative config with the highest batch-1 throughput.
+
+        The recorded choice when a speed-best record was derived from exactly these batch-1 points (its
+        `derived_from` equals their input keys), so the card says what `hfrelease eval` decided (ties:
+        the config the workload lists first). Otherwise computed here (ties: the first config by id).
+        """
         batch1 = [p for p in self.points(artifact_id=artifact_id, workload_id=workload_id) if p.concurrency == 1]
+        keys = sorted(p.entry.record.input_key for p in batch1)
+        for entry in self.recorded_best.get((artifact_id, workload_id), ()):
+            if entry.record.extra.get("derived_from") == keys:
+                chosen = [p for p in batch1 if p.speculative == entry.record.extra.get("speculative")]
+                if chosen:
+                    return chosen[0]
         return max(batch1, key=lambda p: p.throughput, default=None)
 
 
@@ -116,8 +132,14 @@ def measure_family(inputs: CardInputs) -> FamilyMeasurements:
     speed = _speed_points(manifest, usable)
     sizes: dict[str, tuple[int, RecordEntry]] = {}
     for entry in usable:
-        sizes[entry.record.artifact_id] = (sum(f.size for f in entry.record.artifact_files), entry)
-    return FamilyMeasurements(gates=gates, speed=speed, sizes=sizes)
+        if entry.record.kind != "speed-best":  # cite a measurement, not the choice derived from them
+            sizes[entry.record.artifact_id] = (sum(f.size for f in entry.record.artifact_files), entry)
+    recorded_best: dict[tuple[str, str], list[RecordEntry]] = {}
+    for entry in sorted(usable, key=lambda e: (when(e), e.name), reverse=True):
+        if entry.record.kind == "speed-best" and entry.record.status == "ok":
+            recorded_best.setdefault((entry.record.artifact_id, entry.record.subject_id), []).append(entry)
+    return FamilyMeasurements(gates=gates, speed=speed, sizes=sizes,
+                              recorded_best={k: tuple(v) for k, v in recorded_best.items()})
 
 
 def when(entry: RecordEntry) -> datetime:

@@ -36,7 +36,9 @@ from hfrelease.redact import REDACTED, redact, redact_env, secret_values
 
 SCHEMA_VERSION: Literal[1] = 1
 
-Kind = Literal["gate", "speed"]
+# "speed-best": the best speculative config of one (artifact, workload), derived from its batch-1 speed
+# records (see `hfrelease.speed.best_record`); it measures nothing itself.
+Kind = Literal["gate", "speed", "speed-best"]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Count = Annotated[StrictInt, Field(ge=0)]
 JsonDict = dict[str, JsonValue]
@@ -44,6 +46,13 @@ JsonDict = dict[str, JsonValue]
 # A samples file is a bare name in the record's own directory: a record merged from another machine
 # must not be able to point at a file anywhere else.
 _SAMPLES_FILE = r"^[A-Za-z0-9][A-Za-z0-9._-]*\.samples\.jsonl\.gz$"
+# The same for the raw benchmark files a speed record names in `extra["raw"]` / `extra["metrics_raw"]`.
+# Only the bare-name part is checked here, so records whose names predate the content-addressed
+# `*.bench.jsonl` / `*.metrics.txt` scheme stay readable; `Ledger.merge` copies only content-addressed
+# names (`RAW_FILE`) whose bytes match the hash in the name.
+_BARE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+RAW_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*-(?P<sha>[0-9a-f]{12})\.(?P<type>bench\.jsonl|metrics\.txt)$")
+RAW_KEYS = {"raw": "bench.jsonl", "metrics_raw": "metrics.txt"}  # extra key -> the file type it lists
 # Flags whose value is a credential: the flag's last word is a secret word (`--api-key`, `--hf-token`).
 # Matching the last word, not a substring, keeps `--max-num-batched-tokens 8192` in the serve command.
 _SECRET_FLAG = re.compile(r"(^|_)(token|api_?key|secret|password|passwd|private_key|credentials?)$", re.I)
@@ -198,6 +207,7 @@ class LedgerRecord(_Model):
             check_samples(self, self.samples)
         if self.truncated > self.n or self.empty > self.n:
             raise ValueError("truncated and empty count samples: they cannot exceed n")
+        raw_files(self)  # raises on a name that is not a bare file name
         if self.status == "void" and not self.void_reason:
             raise ValueError("a void record needs a void_reason")
         if self.status == "ok" and self.void_reason is not None:
@@ -215,6 +225,30 @@ class LedgerRecord(_Model):
     @classmethod
     def from_json(cls, data: bytes | str) -> LedgerRecord:
         return cls.model_validate_json(data)
+
+
+def raw_files(record: LedgerRecord) -> list[tuple[str, str]]:
+    """(extra key, file name) of each raw benchmark file a speed record keeps beside it.
+
+    The keys are `extra["raw"]` (`*.bench.jsonl`) and `extra["metrics_raw"]` (`*.metrics.txt`). Raise
+    ValueError unless each is a list of bare file names (no directory, no leading dot): a record merged
+    from another machine must not be able to point at a file outside its own directory.
+    """
+    if record.kind != "speed":
+        return []
+    found: list[tuple[str, str]] = []
+    for key in RAW_KEYS:
+        value = record.extra.get(key)
+        if value is None:
+            continue
+        names = [name for name in value if isinstance(name, str)] if isinstance(value, list) else []
+        if not isinstance(value, list) or len(names) != len(value):
+            raise ValueError(f"extra.{key} must be a list of file names")
+        for name in names:
+            if not _BARE_FILE.fullmatch(name):
+                raise ValueError(f"extra.{key}: {name!r} is not a bare file name")
+            found.append((key, name))
+    return found
 
 
 def check_samples(record: LedgerRecord, samples: Sequence[Sample]) -> None:

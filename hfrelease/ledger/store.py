@@ -9,6 +9,9 @@ collide, identical records are identical files, and merging ledgers is copying f
 yet. Nothing is ever overwritten. Per-sample outcomes of big runs (over `SPILL_BYTES` of JSON) go to a
 sibling `<kind>-<subject_id>-<input_key[:12]>-<sha256(jsonl)[:12]>.samples.jsonl.gz`, whose name and
 uncompressed sha256 the record keeps, so cards and git diffs stay small and the samples stay verifiable.
+A speed record names its raw benchmark output (`extra["raw"]`, `extra["metrics_raw"]`): sibling
+`speed-<workload>-<input_key[:12]>-<sha256(bytes)[:12]>.bench.jsonl` / `.metrics.txt` files, which
+merging copies with the record and verifies against the hash in their names.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pydantic import ValidationError
 
 from hfrelease.errors import LedgerError
 from hfrelease.ledger.atomic import write_atomic
-from hfrelease.ledger.record import Kind, LedgerRecord, Sample, check_samples
+from hfrelease.ledger.record import RAW_FILE, RAW_KEYS, Kind, LedgerRecord, Sample, check_samples, raw_files
 
 SPILL_BYTES = 256 * 1024
 _REPAIR_HINT = "Restore the file from git, or delete it: the measurement is then re-run."
@@ -97,9 +100,11 @@ class Ledger:
     ) -> list[LedgerRecord]:
         """Every record matching the filters, oldest first; a damaged record file is a `LedgerError`."""
         found: list[tuple[LedgerRecord, Path]] = []
+        # The glob only narrows the files read: `speed-*` also matches `speed-best-*`, so the kind is
+        # checked on the record itself.
         for path in self.root.glob(f"{artifact_id or '*'}/{kind or '*'}-*.json"):
             record = self._load(path)
-            if subject_id is None or record.subject_id == subject_id:
+            if (subject_id is None or record.subject_id == subject_id) and (kind is None or record.kind == kind):
                 found.append((record, path))
         found.sort(key=lambda item: (_when(item[0]), item[1].name))
         return [record for record, _ in found]
@@ -116,6 +121,12 @@ class Ledger:
             return None
         return max(candidates, key=lambda item: (_when(item[0]), item[1].name))[0]
 
+    def raw_path(self, record: LedgerRecord, name: str) -> Path:
+        """Where a raw benchmark file named by `record` (`extra["raw"]`, `extra["metrics_raw"]`) lives."""
+        if name not in {n for _, n in raw_files(record)}:
+            raise LedgerError(f"{name!r} is not a raw file of record {record.subject_id!r} of {record.artifact_id!r}")
+        return self.root / record.artifact_id / name
+
     def load_samples(self, record: LedgerRecord) -> tuple[Sample, ...]:
         """The record's per-sample outcomes, inline or from its samples file (whose sha256 is verified)."""
         if record.samples_file is None:
@@ -130,7 +141,9 @@ class Ledger:
         """Copy into this ledger every valid record of the `sources` ledger directories that it lacks.
 
         Records are content-addressed, so nothing conflicts and nothing is overwritten; a source file that
-        is not a valid record (or whose samples file is missing or damaged) is reported and not copied.
+        is not a valid record (or whose samples file or raw benchmark files are missing or damaged) is
+        reported and not copied. A record's files land before the record, so a record never points at a
+        missing file; they are also copied when the record itself is already here but they are not.
         """
         added: list[Path] = []
         identical: list[Path] = []
@@ -142,22 +155,49 @@ class Ledger:
                 try:
                     record = Ledger(source)._load(path)
                     samples_file = self._merge_samples(source, record)
+                    files = self._merge_raw(source, record)
                 except LedgerError as exc:
                     skipped.append(SkippedFile(path=path, reason=exc.message))
                     continue
                 target = self.root / path.relative_to(source)
                 content = path.read_bytes()
-                if target.exists():
-                    if target.read_bytes() == content:
-                        identical.append(target)
-                    else:
-                        skipped.append(SkippedFile(path=path, reason=f"differs from {target}, which was kept"))
+                if target.exists() and target.read_bytes() != content:
+                    skipped.append(SkippedFile(path=path, reason=f"differs from {target}, which was kept"))
                     continue
                 if samples_file is not None:
-                    write_atomic(samples_file[0], samples_file[1])
+                    files.append(samples_file)
+                for file_target, data in files:
+                    write_atomic(file_target, data)
+                if target.exists():
+                    identical.append(target)
+                    continue
                 write_atomic(target, content)
                 added.append(target)
         return MergeReport(added=tuple(added), identical=tuple(identical), skipped_invalid=tuple(skipped))
+
+    def _merge_raw(self, source: Path, record: LedgerRecord) -> list[tuple[Path, bytes]]:
+        """Verify a source speed record's raw benchmark files; (target, bytes) of those this ledger lacks."""
+        missing: list[tuple[Path, bytes]] = []
+        for key, name in raw_files(record):
+            match = RAW_FILE.fullmatch(name)
+            if match is None or match["type"] != RAW_KEYS[key]:
+                raise LedgerError(f"extra.{key} names {name!r}, which is not a content-addressed "
+                                  f"`<stem>-<sha256[:12]>.{RAW_KEYS[key]}` file name")
+            path = source / record.artifact_id / name
+            if path.is_symlink() or not path.is_file():
+                raise LedgerError(f"its raw benchmark file {path} is missing (or not a regular file)")
+            data = path.read_bytes()
+            if hashlib.sha256(data).hexdigest()[:12] != match["sha"]:
+                raise LedgerError(f"its raw benchmark file {path} does not match the sha256 in its name",
+                                  hint=_REPAIR_HINT)
+            target = self.root / record.artifact_id / name
+            if target.exists():
+                if target.read_bytes() != data:
+                    raise LedgerError(f"its raw benchmark file differs from {target}, which was kept",
+                                      hint=_REPAIR_HINT)
+                continue
+            missing.append((target, data))
+        return missing
 
     def _merge_samples(self, source: Path, record: LedgerRecord) -> tuple[Path, bytes] | None:
         """Verify a source record's samples file; (target, bytes) when this ledger still needs a copy."""

@@ -14,6 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from hfrelease.errors import LedgerError
+from hfrelease.ledger import store
 from hfrelease.ledger.hashing import FileHash
 from hfrelease.ledger.record import LedgerRecord, Sample, input_key
 from hfrelease.ledger.store import SPILL_BYTES, Ledger
@@ -92,6 +93,8 @@ def test_record_round_trips_through_json() -> None:
         ({"n": 5}, "n = 5 but 4 samples"),
         ({"draft_artifact_id": "eagle"}, "go together"),
         ({"samples_file": "../../etc/passwd.samples.jsonl.gz", "samples_sha256": "c" * 64, "samples": ()}, "pattern"),
+        ({"kind": "speed", "samples": (), "extra": {"raw": ["../../etc/x.bench.jsonl"]}}, "not a bare file name"),
+        ({"kind": "speed", "samples": (), "extra": {"metrics_raw": "m.metrics.txt"}}, "must be a list of file names"),
     ],
 )
 def test_inconsistent_records_are_refused(overrides: dict[str, Any], message: str) -> None:
@@ -281,3 +284,136 @@ def test_merge_never_overwrites_a_differing_file(tmp_path: Path) -> None:
     assert report.added == ()
     assert len(report.skipped_invalid) == 1
     assert path.read_bytes() == original
+
+
+# --- raw benchmark files of speed records -----------------------------------------------------------
+
+BENCH = b'{"output_throughput": 41.5, "completed": 4}\n'
+SNAPSHOTS = b"# before\nvllm:spec_decode_num_drafts_total 0\n# after\nvllm:spec_decode_num_drafts_total 12\n"
+
+
+def _raw_name(content: bytes, suffix: str) -> str:
+    return f"speed-chat-{KEY[:12]}-{hashlib.sha256(content).hexdigest()[:12]}.{suffix}"
+
+
+def _write_speed(ledger: Ledger, files: dict[str, bytes] | None = None) -> tuple[Path, dict[str, Path]]:
+    """A speed record and its raw files, written as the speed runner writes them (files first)."""
+    files = files if files is not None else {_raw_name(BENCH, "bench.jsonl"): BENCH,
+                                             _raw_name(SNAPSHOTS, "metrics.txt"): SNAPSHOTS}
+    record = make_record(
+        kind="speed", subject_id="chat", harness="vllm-bench", samples=(),
+        metrics={"output_throughput": {"value": 41.5}},
+        extra={"speculative": "none", "concurrency": 1,
+               "raw": [n for n in files if n.endswith(".bench.jsonl")],
+               "metrics_raw": [n for n in files if n.endswith(".metrics.txt")]},
+    )
+    paths: dict[str, Path] = {}
+    for name, content in files.items():
+        paths[name] = ledger.root / "fp8" / name
+        paths[name].parent.mkdir(parents=True, exist_ok=True)
+        paths[name].write_bytes(content)
+    return ledger.write(record), paths
+
+
+def test_merge_copies_the_raw_files_a_speed_record_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bench JSONL and /metrics snapshots land beside the merged record, before it; re-merging is a no-op."""
+    source, main = Ledger(tmp_path / "job"), Ledger(tmp_path / "main")
+    record_path, raw = _write_speed(source)
+    order: list[str] = []
+    real_write = store.write_atomic
+
+    def logged(path: Path, data: bytes) -> None:
+        order.append(path.name)
+        real_write(path, data)
+
+    monkeypatch.setattr(store, "write_atomic", logged)
+
+    first = main.merge([source.root])
+
+    assert [p.name for p in first.added] == [record_path.name] and first.skipped_invalid == ()
+    assert order[-1] == record_path.name and sorted(order[:-1]) == sorted(raw)  # a record never points at nothing
+    for name, path in raw.items():
+        assert (main.root / "fp8" / name).read_bytes() == path.read_bytes()
+    merged = main.records(kind="speed")[0]
+    assert [main.raw_path(merged, n).read_bytes() for n in sorted(raw)] == [raw[n].read_bytes() for n in sorted(raw)]
+    with pytest.raises(LedgerError, match="not a raw file"):
+        main.raw_path(merged, "../other.bench.jsonl")
+
+    before = {p: p.read_bytes() for p in (main.root / "fp8").iterdir()}
+    order.clear()
+    second = main.merge([source.root])
+    assert second.added == () and second.skipped_invalid == ()
+    assert [p.name for p in second.identical] == [record_path.name]
+    assert order == []
+    assert {p: p.read_bytes() for p in (main.root / "fp8").iterdir()} == before
+
+
+def test_merge_skips_a_speed_record_whose_raw_file_is_missing(tmp_path: Path) -> None:
+    """A record naming a raw file its ledger lacks is reported with the file, and nothing of it is copied."""
+    source, main = Ledger(tmp_path / "job"), Ledger(tmp_path / "main")
+    record_path, raw = _write_speed(source)
+    raw[_raw_name(BENCH, "bench.jsonl")].unlink()
+
+    report = main.merge([source.root])
+
+    assert report.added == ()
+    [skipped] = report.skipped_invalid
+    assert skipped.path == record_path
+    assert "raw benchmark file" in skipped.reason and "is missing" in skipped.reason
+    assert _raw_name(BENCH, "bench.jsonl") in skipped.reason
+    assert _files(main.root) == []
+
+
+def test_merge_skips_a_speed_record_whose_raw_file_was_tampered_with(tmp_path: Path) -> None:
+    """A raw file whose bytes no longer match the sha256 in its name is reported, and nothing is copied."""
+    source, main = Ledger(tmp_path / "job"), Ledger(tmp_path / "main")
+    record_path, raw = _write_speed(source)
+    raw[_raw_name(BENCH, "bench.jsonl")].write_bytes(BENCH.replace(b"41.5", b"91.5"))
+
+    report = main.merge([source.root])
+
+    assert report.added == ()
+    assert [(s.path, "does not match the sha256 in its name" in s.reason) for s in report.skipped_invalid] == [
+        (record_path, True)]
+    assert _files(main.root) == []
+
+
+def test_merge_never_overwrites_a_differing_raw_file(tmp_path: Path) -> None:
+    """A raw file already in the ledger with other bytes is kept, and the record naming it is skipped."""
+    source, main = Ledger(tmp_path / "job"), Ledger(tmp_path / "main")
+    _write_speed(source)
+    kept = main.root / "fp8" / _raw_name(BENCH, "bench.jsonl")
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"something else\n")
+
+    report = main.merge([source.root])
+
+    assert report.added == ()
+    assert len(report.skipped_invalid) == 1 and f"differs from {kept}" in report.skipped_invalid[0].reason
+    assert kept.read_bytes() == b"something else\n"
+    assert main.records() == []
+
+
+def test_merge_refuses_raw_names_that_are_not_content_addressed(tmp_path: Path) -> None:
+    """A raw name without the content hash loads (older records) but is not merged: it cannot be verified."""
+    source, main = Ledger(tmp_path / "job"), Ledger(tmp_path / "main")
+    record_path, _ = _write_speed(source, {"chat-none-c1-r0.bench.jsonl": BENCH})
+    assert len(source.records(kind="speed")) == 1
+
+    report = main.merge([source.root])
+
+    assert [s.path for s in report.skipped_invalid] == [record_path]
+    assert "not a content-addressed" in report.skipped_invalid[0].reason
+    assert _files(main.root) == []
+
+
+@pytest.mark.parametrize("ledger_dir", ["tests/fixtures/ledger_demo/results", "model_cards/demo/results"])
+def test_committed_ledgers_merge_whole(ledger_dir: str, tmp_path: Path) -> None:
+    """The committed demo ledgers are valid under these rules: merged into an empty ledger, every file comes along."""
+    root = Path(__file__).resolve().parents[2] / ledger_dir
+    main = Ledger(tmp_path / "main")
+
+    report = main.merge([root])
+
+    assert report.skipped_invalid == ()
+    assert _files(main.root) == [f for f in _files(root) if not f.startswith(".")]
