@@ -59,6 +59,9 @@ def _family(tmp: Path, *, workloads: list[dict[str, Any]]) -> Path:
 
 CHAT = {"id": "chat", "prompts": "../../build/demo/prompts/chat.jsonl", "output_len": 24, "num_prompts": 4,
         "repeats": 2, "warmups": 1, "speculative": ["none", "self", "eagle3"], "artifacts": ["reference"]}
+# The same prompts with the chat template's thinking on (the demo template then leaves the assistant turn
+# open; with thinking off it appends an empty think block, so the two differ by those prompt tokens).
+THINK = {**CHAT, "id": "think", "thinking": True, "speculative": ["none"]}
 SWEEP = {"id": "sweep", "prompts": "../../build/demo/prompts/chat.jsonl", "output_len": 16, "num_prompts": 8,
          "repeats": 2, "warmups": 1, "concurrency": [1, 2, 4], "speculative": ["none"], "artifacts": ["reference"]}
 
@@ -74,8 +77,8 @@ def _eval(family: Path, *args: str, timeout: float = 900) -> tuple[int, dict[str
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory, demo_build: dict[str, Path]) -> dict[str, Any]:
-    """One `hfrelease eval --speed-only` of the cut-down family: three servers, eight points."""
-    family = _family(tmp_path_factory.mktemp("speed"), workloads=[CHAT, SWEEP])
+    """One `hfrelease eval --speed-only` of the cut-down family: three servers, seven points."""
+    family = _family(tmp_path_factory.mktemp("speed"), workloads=[CHAT, THINK, SWEEP])
     started = time.monotonic()
     code, report = _eval(family, "--run-dir", str(family.parent / "run"))
     return {"family": family, "code": code, "report": report["speed"], "seconds": time.monotonic() - started}
@@ -181,7 +184,7 @@ def test_ledger_holds_medians_spreads_and_provenance(measured: dict[str, Any]) -
     """Every record: the median and [min, max] of its repeats' saved results, and the measured serve command."""
     family = measured["family"]
     records = _records(family)
-    assert len(records) == 6
+    assert len(records) == 7
     for record in records:
         bench = _bench_results(family, record)
         assert len(bench) == record.extra["repeats"] == 2
@@ -208,6 +211,24 @@ def test_ledger_holds_medians_spreads_and_provenance(measured: dict[str, Any]) -
         assert MODEL in record.serve.display and "--port" not in record.serve.display
 
 
+def test_thinking_workload_reaches_the_chat_template(measured: dict[str, Any]) -> None:
+    """thinking = true is recorded as such and really changes what the server was sent: the same prompts
+    count fewer prompt tokens (by the server's own count) than with thinking off, whose template adds an
+    empty think block to every prompt."""
+    family = measured["family"]
+    think, chat = _record(family, "think", "none"), _record(family, "chat", "none")
+    assert (think.mode, think.generation["thinking"]) == ("thinking", True)
+    assert (chat.mode, chat.generation["thinking"]) == ("non-thinking", False)
+    assert think.task_hash == chat.task_hash  # the same prompt file
+    per_request = [{b["total_input_tokens"] / b["completed"] for b in _bench_results(family, r)} for r in (think, chat)]
+    assert len(per_request[0]) == len(per_request[1]) == 1  # every repeat sent the same prompts
+    added = per_request[1].pop() - per_request[0].pop()
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(ROOT / "build" / "demo" / "reference" / "tokenizer.json"))
+    assert added == len(tokenizer.encode("<think>\n\n</think>\n\n", add_special_tokens=False).ids) > 0
+
+
 def test_best_config_and_draft_gates(measured: dict[str, Any]) -> None:
     """The report names a best chat config; the self-draft passes its gate, the untrained head fails (exit 4)."""
     report = measured["report"]
@@ -231,7 +252,7 @@ def test_warm_rerun_measures_nothing(measured: dict[str, Any]) -> None:
     code, report = _eval(family, "--run-dir", str(family.parent / "run2"), timeout=120)
     assert time.monotonic() - started < 60
     assert report["speed"]["servers_started"] == 0
-    assert {r["origin"] for r in report["speed"]["rows"]} == {"recorded"} and len(report["speed"]["rows"]) == 6
+    assert {r["origin"] for r in report["speed"]["rows"]} == {"recorded"} and len(report["speed"]["rows"]) == 7
     assert code == measured["code"]  # the recorded verdicts are judged again
     assert sorted(p.name for p in (family / "results").rglob("*")) == before
     _, plan = _eval(family, "--dry-run", timeout=120)
