@@ -17,13 +17,15 @@ if TYPE_CHECKING:
 
     from rich.console import RenderableType
 
-    from hfrelease.evaluation.plan import EvalPlan
-    from hfrelease.evaluation.runner import EvalReport
+    from hfrelease.evaluation.plan import EvalPlan, ServerJob
+    from hfrelease.evaluation.runner import AfterGates, EvalReport
     from hfrelease.ledger.hashing import HashCache
     from hfrelease.ledger.store import Ledger
     from hfrelease.manifest import Manifest
+    from hfrelease.serving.command import ServeCommand
+    from hfrelease.serving.process import VllmServer
     from hfrelease.speed.plan import SpeedPlan
-    from hfrelease.speed.runner import SpeedReport
+    from hfrelease.speed.runner import SpeedReport, SpeedSession
 
 
 def cache_dir() -> Path:
@@ -79,18 +81,28 @@ def eval_(
     if dry_run:
         if speed:
             _print_with_speed(lambda: _print_plan(plan, as_json=as_json), loaded, ledger=ledger, cache=cache,
-                              artifacts=artifacts, workloads=workloads, force=force, as_json=as_json)
+                              artifacts=artifacts, workloads=workloads, force=force, as_json=as_json,
+                              gate_servers={job.artifact.id for job in plan.servers if job.pending})
             return
         _print_plan(plan, as_json=as_json)
         return
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     directory = run_dir or Path("runs") / f"{loaded.family.name}-{stamp}"
-    report = _run_live(plan, ledger=ledger, run_dir=directory, cache=cache, endpoint=endpoint, as_json=as_json)
-    cache.save()
+    session = None
     if speed:
+        # Planned before the gates run, so each gate server can also serve its artifact's no-speculation
+        # speed points (the same `vllm serve` command) before it stops: one start per artifact, not two.
+        from hfrelease.speed.runner import SpeedSession
+
+        speed_plan = _plan_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads,
+                                 force=force, dry_run=False)
+        session = SpeedSession(speed_plan, ledger=ledger, run_dir=directory)
+    report = _run_live(plan, ledger=ledger, run_dir=directory, cache=cache, endpoint=endpoint, as_json=as_json,
+                       speed=session)
+    cache.save()
+    if session is not None:
         code = _run_with_speed(lambda: _print_report(report, as_json=as_json, hash_bytes_read=cache.bytes_read),
-                               report.exit_code, loaded, ledger=ledger, cache=cache, artifacts=artifacts,
-                               workloads=workloads, force=force, run_dir=directory, as_json=as_json)
+                               report.exit_code, session, as_json=as_json)
         click.get_current_context().exit(int(code))
     _print_report(report, as_json=as_json, hash_bytes_read=cache.bytes_read)
     click.get_current_context().exit(int(report.exit_code))
@@ -181,8 +193,26 @@ class _LiveView:
         return Group(table, *(Text(line, style="dim", overflow="ellipsis", no_wrap=True) for line in self.lines))
 
 
+class _SpeedOnGateServer:
+    """Speed events of points measured on a gate server, shown in the gate view's row of that artifact."""
+
+    def __init__(self, view: _LiveView, artifact_id: str) -> None:
+        self.view = view
+        self.artifact_id = artifact_id
+
+    def server_state(self, server_id: str, state: str) -> None:
+        self.view.server_state(self.artifact_id, f"speed: {state}")
+
+    def point_progress(self, server_id: str, point_id: str, text: str) -> None:
+        self.view.server_state(self.artifact_id, f"speed {point_id}: {text}")
+
+    def log(self, message: str) -> None:
+        self.view.log(message)
+
+
 def _run_live(
-    plan: EvalPlan, *, ledger: Any, run_dir: Path, cache: Any, endpoint: str | None, as_json: bool
+    plan: EvalPlan, *, ledger: Any, run_dir: Path, cache: Any, endpoint: str | None, as_json: bool,
+    speed: SpeedSession | None = None,
 ) -> EvalReport:
     from rich.console import Console
     from rich.live import Live
@@ -205,7 +235,8 @@ def _run_live(
     try:
         with Live(get_renderable=view.render, console=live_console, refresh_per_second=4,
                   transient=False, redirect_stdout=False, redirect_stderr=False):
-            report = run_eval(plan, ledger=ledger, run_dir=run_dir, hash_cache=cache, endpoint=endpoint, events=view)
+            report = run_eval(plan, ledger=ledger, run_dir=run_dir, hash_cache=cache, endpoint=endpoint, events=view,
+                              after_gates=_sharing(speed, view) if speed is not None else None)
         _ci_summary(gates=report)
         return report
     finally:
@@ -213,6 +244,17 @@ def _run_live(
         terminal.close()
         err_console.print(f"[dim]logs: {run_dir}[/]")
         _ci_fold(None)
+
+
+def _sharing(session: SpeedSession, view: _LiveView) -> AfterGates:
+    """The `after_gates` hook that measures an artifact's no-speculation speed points on its gate server."""
+
+    def after_gates(job: ServerJob, server: VllmServer, command: ServeCommand) -> None:
+        speed_job = session.shareable(job.artifact.id, command)
+        if speed_job is not None:
+            session.measure_on(speed_job, server, command, events=_SpeedOnGateServer(view, job.artifact.id))
+
+    return after_gates
 
 
 def _print_report(report: EvalReport, *, as_json: bool, hash_bytes_read: int) -> None:
@@ -296,7 +338,10 @@ def _eval_speed(
         _print_speed_plan(plan, as_json=as_json)
         return
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    report = _run_speed_live(plan, ledger=ledger, run_dir=run_dir or Path("runs") / f"{loaded.family.name}-{stamp}")
+    from hfrelease.speed.runner import SpeedSession
+
+    directory = run_dir or Path("runs") / f"{loaded.family.name}-{stamp}"
+    report = _run_speed_live(SpeedSession(plan, ledger=ledger, run_dir=directory))
     if as_json:
         print_json({"speed": report.as_dict(), "exit_code": int(report.exit_code)})
     else:
@@ -319,30 +364,29 @@ def _captured_json(show: Callable[[], None]) -> dict[str, Any]:
 
 def _print_with_speed(
     show_gates: Callable[[], None], loaded: Manifest, *, ledger: Ledger, cache: HashCache,
-    artifacts: tuple[str, ...], workloads: tuple[str, ...], force: bool, as_json: bool,
+    artifacts: tuple[str, ...], workloads: tuple[str, ...], force: bool, as_json: bool, gate_servers: set[str],
 ) -> None:
-    """`--speed --dry-run`: the gate plan, then the speed plan (one JSON document with --json)."""
+    """`--speed --dry-run`: the gate plan, then the speed plan (one JSON document with --json).
+
+    `gate_servers`: artifacts whose gate server starts anyway; their no-speculation points run on it.
+    """
     from hfrelease.cli.output import print_json
 
     plan = _plan_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads, force=force,
                        dry_run=True)
     if as_json:
-        print_json({**_captured_json(show_gates), "speed": _speed_plan_dict(plan)})
+        print_json({**_captured_json(show_gates), "speed": _speed_plan_dict(plan, gate_servers)})
         return
     show_gates()
-    _print_speed_plan(plan, as_json=False)
+    _print_speed_plan(plan, as_json=False, gate_servers=gate_servers)
 
 
-def _run_with_speed(
-    show_gates: Callable[[], None], gate_code: int, loaded: Manifest, *, ledger: Ledger, cache: HashCache,
-    artifacts: tuple[str, ...], workloads: tuple[str, ...], force: bool, run_dir: Path, as_json: bool,
-) -> int:
-    """`--speed`: after the gates, run the speed anchors; print both; return the combined exit status."""
+def _run_with_speed(show_gates: Callable[[], None], gate_code: int, session: SpeedSession, *, as_json: bool) -> int:
+    """`--speed`: after the gates (whose servers measured their no-speculation points), the rest of the
+    speed anchors; print both; return the combined exit status."""
     from hfrelease.cli.output import print_json
 
-    plan = _plan_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads, force=force,
-                       dry_run=False)
-    report = _run_speed_live(plan, ledger=ledger, run_dir=run_dir)
+    report = _run_speed_live(session)
     code = _worst(int(gate_code), int(report.exit_code))
     if as_json:
         print_json({**_captured_json(show_gates), "speed": report.as_dict(), "exit_code": code})
@@ -352,7 +396,7 @@ def _run_with_speed(
     return code
 
 
-def _speed_plan_dict(plan: SpeedPlan) -> dict[str, Any]:
+def _speed_plan_dict(plan: SpeedPlan, gate_servers: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
     from hfrelease.speed import bench
     from hfrelease.speed.runner import bench_request, point_path, serve_command, warmup_requests
 
@@ -379,16 +423,17 @@ def _speed_plan_dict(plan: SpeedPlan) -> dict[str, Any]:
             serve = serve_command(plan, job, port=0).display().replace("--port 0", "--port <port>")
         servers.append({"artifact": job.artifact.id, "speculative": job.spec_id,
                         "draft": job.draft.id if job.draft else None, "serve": serve,
-                        "plugin": job.public.plugin, "points": points})
+                        "plugin": job.public.plugin, "points": points,
+                        "on_gate_server": job.speculative is None and job.artifact.id in gate_servers})
     return {"family": plan.manifest.family.name, "pending": plan.pending, "servers": servers}
 
 
-def _print_speed_plan(plan: SpeedPlan, *, as_json: bool) -> None:
+def _print_speed_plan(plan: SpeedPlan, *, as_json: bool, gate_servers: set[str] | frozenset[str] = frozenset()) -> None:
     from rich.markup import escape
 
     from hfrelease.cli.output import out_console, print_json
 
-    data = _speed_plan_dict(plan)
+    data = _speed_plan_dict(plan, gate_servers)
     if as_json:
         print_json({"speed": data})
         return
@@ -398,6 +443,9 @@ def _print_speed_plan(plan: SpeedPlan, *, as_json: bool) -> None:
                           f"{len(pending)} of {len(server['points'])} points to measure")
         if server["plugin"] and pending:
             out_console.print(f"  pip install --no-deps --no-build-isolation {server['plugin']}", soft_wrap=True)
+        if pending and server["on_gate_server"]:
+            out_console.print(f"  (on the gate server of {server['artifact']}, after its gates: the same command)",
+                              markup=False)
         out_console.print(f"  {server['serve']}" if pending else "  (no server: every point is recorded)",
                           soft_wrap=True, markup=False)
         for point in server["points"]:
@@ -453,12 +501,14 @@ class _SpeedView:
         return Group(table, *(Text(line, style="dim", overflow="ellipsis", no_wrap=True) for line in self.lines))
 
 
-def _run_speed_live(plan: SpeedPlan, *, ledger: Ledger, run_dir: Path) -> SpeedReport:
+def _run_speed_live(session: SpeedSession) -> SpeedReport:
+    """Run what is left of `session` under a live view and return its report."""
     from rich.console import Console
     from rich.live import Live
 
     from hfrelease.cli.output import err_console
-    from hfrelease.speed.runner import run_speed
+
+    plan, run_dir = session.plan, session.run_dir
 
     # As for the gates: the benchmark's own output is sent to the run's log by redirecting descriptors
     # 1 and 2, so the view draws on its own copy of the terminal's stderr.
@@ -474,7 +524,9 @@ def _run_speed_live(plan: SpeedPlan, *, ledger: Ledger, run_dir: Path) -> SpeedR
     try:
         with Live(get_renderable=view.render, console=live_console, refresh_per_second=4,
                   transient=False, redirect_stdout=False, redirect_stderr=False):
-            report = run_speed(plan, ledger=ledger, run_dir=run_dir, events=view)
+            session.events = view
+            session.run_remaining()
+            report = session.report()
         _ci_summary(speed=report)
         return report
     finally:
@@ -540,8 +592,9 @@ def _print_speed_report(report: SpeedReport) -> None:
     for failure in report.failures:
         out_console.print(f"[red]server failed:[/] {escape(failure)}", soft_wrap=True)
     timing = report.timing
-    out_console.print(f"{report.servers_started} speed server(s) started, {len(report.records)} files recorded; "
-                      f"{timing.measured:.0f} s measured of {timing.wall:.0f} s; logs in {report.run_dir}")
+    shared = f" (+{report.servers_shared} gate server(s) shared)" if report.servers_shared else ""
+    out_console.print(f"{report.servers_started} speed server(s) started{shared}, {len(report.records)} files "
+                      f"recorded; {timing.measured:.0f} s measured of {timing.wall:.0f} s; logs in {report.run_dir}")
 
 
 def _status(row: Any) -> str:

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -34,6 +34,7 @@ from hfrelease.serving.plugin import ensure_plugin
 from hfrelease.serving.process import VllmServer, check_identity, free_port
 
 Verdict = Literal["pass", "fail", "void", "reference", "no-reference"]
+AfterGates = Callable[[ServerJob, VllmServer, ServeCommand], None]
 
 
 class EvalEvents(Protocol):
@@ -145,8 +146,14 @@ def run_eval(
     endpoint: str | None = None,
     events: EvalEvents | None = None,
     base_env: Mapping[str, str] | None = None,
+    after_gates: AfterGates | None = None,
 ) -> EvalReport:
-    """Measure every pending gate of `plan`, record each, then judge every gate against the reference."""
+    """Measure every pending gate of `plan`, record each, then judge every gate against the reference.
+
+    `after_gates(job, server, command)` is called with each server this run started, once its gates are
+    done and before it is stopped: `hfrelease eval --speed` measures the no-speculation speed points on it
+    instead of starting the same server again.
+    """
     events = events or NullEvents()
     run_dir.mkdir(parents=True, exist_ok=True)
     _route_lm_eval_logs(run_dir / "lm-eval.log")
@@ -169,6 +176,8 @@ def run_eval(
             try:
                 n, paths = _run_gates(manifest, job, server.endpoint.base_url, server, command, ledger=ledger,
                                       events=events, measured=measured, log_dir=run_dir)
+                if after_gates is not None:
+                    after_gates(job, server, command)
             finally:
                 events.server_state(job.artifact.id, "stopping")
                 server.stop()

@@ -86,6 +86,7 @@ class SpeedReport:
     servers_started: int
     failures: tuple[str, ...]  # servers that died or never started; their measured points are kept
     run_dir: Path
+    servers_shared: int = 0  # gate servers the no-speculation points were measured on (not started here)
     records: tuple[Path, ...] = ()
     timing: Timing = field(default_factory=Timing)
 
@@ -102,6 +103,7 @@ class SpeedReport:
     def as_dict(self) -> dict[str, Any]:
         return {
             "exit_code": int(self.exit_code), "servers_started": self.servers_started,
+            "servers_shared": self.servers_shared,
             "failures": list(self.failures), "run_dir": str(self.run_dir),
             "rows": [r.as_dict() for r in self.rows], "best": [b.as_dict() for b in self.best],
             "draft_checks": [c.as_dict() for c in self.draft_checks], "timing": self.timing.as_dict(),
@@ -129,79 +131,158 @@ def run_speed(
     `preload` imports vLLM's benchmark module while the first server starts (default: when the runner is
     the in-process one; a runner that wraps it passes True).
     """
-    events = events or NullSpeedEvents()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
-    timing = Timing()
-    written: list[Path] = []
-    measured: dict[str, LedgerRecord] = {}
-    failures: list[str] = []
-    # vLLM logs to stdout, also while it is imported in the thread below: for the whole run descriptors
-    # 1 and 2 go to the run's log, so `--json` output stays clean (the live view has its own descriptor).
-    with bench.output_to(run_dir / "bench.log"):
-        started = _run_servers(plan, ledger=ledger, run_dir=run_dir, events=events, base_env=base_env,
-                               bench_runner=bench_runner, timing=timing, written=written, measured=measured,
-                               failures=failures,
-                               preload=bench_runner is bench.run_in_process if preload is None else preload)
-    timing.wall = time.monotonic() - t0
-    rows = with_speedups(_rows(plan, measured))
-    best = best_configs(plan.manifest, rows)
-    # The best config per workload is recorded in the ledger too (a "speed-best" record, derived from the
-    # speed records of the rows; one already recorded from the same records is reused). The draft gates
-    # are not: they are judged again from the records on every run.
-    points = [measured.get(p.input_key, p.recorded) for j in plan.servers for p in j.points]
-    written += record_best_configs(ledger, best, [r for r in points if r is not None])
-    report = SpeedReport(rows=tuple(rows), best=tuple(best),
-                         draft_checks=tuple(draft_checks(plan.manifest, rows)), servers_started=started,
-                         failures=tuple(failures), run_dir=run_dir, records=tuple(written), timing=timing)
-    # The run directory keeps the verdicts as decided, beside the logs.
-    write_atomic(run_dir / "speed-report.json", json.dumps(report.as_dict(), indent=2, default=str).encode())
-    return report
+    session = SpeedSession(plan, ledger=ledger, run_dir=run_dir, events=events, base_env=base_env,
+                           bench_runner=bench_runner, preload=preload)
+    session.run_remaining()
+    return session.report()
 
 
-def _run_servers(
-    plan: SpeedPlan, *, ledger: Ledger, run_dir: Path, events: SpeedEvents, base_env: Mapping[str, str] | None,
-    bench_runner: bench.BenchRunner, timing: Timing, written: list[Path], measured: dict[str, LedgerRecord],
-    failures: list[str], preload: bool,
-) -> int:
-    started = 0
-    importer: threading.Thread | None = None
-    if plan.pending and preload:
-        # vLLM's benchmark module takes ~15 s to import on a 2-core machine: import it while the first
-        # server starts (start-up is waiting anyway) instead of on the measured path.
-        importer = threading.Thread(target=bench.import_benchmark, name="import-vllm-bench", daemon=True)
-        importer.start()
-    for job in plan.servers:
+class SpeedSession:
+    """One run of the speed anchors, which may begin on servers started by someone else.
+
+    `hfrelease eval --speed` starts each artifact's gate server once; that server is exactly the
+    no-speculation speed server (same `vllm serve` command), so `measure_on` measures its points there
+    before it is stopped, and `run_remaining` starts servers only for what is left. Each server start
+    costs about a minute on a 2-core CPU: sharing saves one per artifact.
+    """
+
+    def __init__(
+        self, plan: SpeedPlan, *, ledger: Ledger, run_dir: Path, events: SpeedEvents | None = None,
+        base_env: Mapping[str, str] | None = None, bench_runner: bench.BenchRunner = bench.run_in_process,
+        preload: bool | None = None,
+    ) -> None:
+        self.plan = plan
+        self.ledger = ledger
+        self.run_dir = run_dir
+        self.events: SpeedEvents = events or NullSpeedEvents()
+        self.base_env = base_env
+        self.bench_runner = bench_runner
+        self.timing = Timing()
+        self.written: list[Path] = []
+        self.measured: dict[str, LedgerRecord] = {}
+        self.failures: list[str] = []
+        self.started = 0
+        self.shared = 0
+        self._done: set[str] = set()  # labels of server jobs already measured (on a shared server)
+        self._wall = 0.0  # time spent in measure_on and run_remaining (not in a shared server's gates)
+        self._preload = bench_runner is bench.run_in_process if preload is None else preload
+        self._importer: threading.Thread | None = None
+        run_dir.mkdir(parents=True, exist_ok=True)
+
+    def shareable(self, artifact_id: str, command: ServeCommand) -> SpeedServerJob | None:
+        """The pending no-speculation job of `artifact_id` when `command` serves it exactly as that job would."""
+        for job in self.plan.servers:
+            if job.artifact.id != artifact_id or job.speculative is not None or not job.pending:
+                continue
+            if job.label in self._done or job.model_dir is None:
+                return None
+            ours = serve_command(self.plan, job, port=0, vllm=command.argv[0])
+            if _without_port(ours.argv) == _without_port(command.argv) and dict(ours.env) == dict(command.env):
+                return job
+        return None
+
+    def measure_on(self, job: SpeedServerJob, server: VllmServer, command: ServeCommand,
+                   events: SpeedEvents | None = None) -> None:
+        """Measure `job`'s pending points on a server someone else started (and will stop)."""
+        began = time.monotonic()
+        self.shared += 1
+        try:
+            self._measure_job(job, server, command, events or self.events)
+        finally:
+            self._wall += time.monotonic() - began
+
+    def run_remaining(self) -> None:
+        """Start a server for every job with pending points not measured yet, measure them, stop it."""
+        # vLLM logs to stdout, also while it is imported in the thread below: for the whole run descriptors
+        # 1 and 2 go to the run's log, so `--json` output stays clean (the live view has its own descriptor).
+        began = time.monotonic()
+        with bench.output_to(self.run_dir / "bench.log"):
+            left = [job for job in self.plan.servers if job.label not in self._done]
+            if self._preload and any(job.pending for job in left):
+                # vLLM's benchmark module takes ~15 s to import on a 2-core machine: import it while the
+                # first server starts (start-up is waiting anyway) instead of on the measured path. (Not
+                # during a shared gate server's gates: the import's redirected descriptors would race
+                # lm-eval's.)
+                self._importer = threading.Thread(target=bench.import_benchmark, name="import-vllm-bench",
+                                                  daemon=True)
+                self._importer.start()
+            try:
+                for job in left:
+                    self._run_job(job)
+            finally:
+                self._wall += time.monotonic() - began
+
+    def _run_job(self, job: SpeedServerJob) -> None:
+        events = self.events
         if not job.pending:
             events.server_state(job.label, "recorded")
-            continue
+            return
         try:
-            server, command = _start(plan, job, run_dir=run_dir, events=events, base_env=base_env, timing=timing)
+            server, command = _start(self.plan, job, run_dir=self.run_dir, events=events,
+                                     base_env=self.base_env, timing=self.timing)
         except ServerError as exc:
-            failures.append(f"{job.label}: {exc.message}")
+            self.failures.append(f"{job.label}: {exc.message}")
             events.server_state(job.label, "failed to start")
-            continue
-        started += 1
+            return
+        self.started += 1
         try:
-            if importer is not None:
-                importer.join()
-                importer = None
-            for point in job.pending:
-                record, files = _measure(plan, job, point, server=server, command=command, run_dir=run_dir,
-                                         events=events, bench_runner=bench_runner, timing=timing)
-                written += _write(ledger, record, files)
-                measured[point.input_key] = record
-        except ServerError as exc:
-            # Points finished before the death are already in the ledger; the report names the failure.
-            failures.append(f"{job.label}: {exc.message}")
-            events.server_state(job.label, "died")
+            self._measure_job(job, server, command, events)
         finally:
             events.server_state(job.label, "stopping")
             stop_started = time.monotonic()
             server.stop()
-            timing.server_stop += time.monotonic() - stop_started
+            self.timing.server_stop += time.monotonic() - stop_started
             events.server_state(job.label, "stopped")
-    return started
+
+    def _measure_job(self, job: SpeedServerJob, server: VllmServer, command: ServeCommand,
+                     events: SpeedEvents) -> None:
+        self._done.add(job.label)
+        # vLLM's benchmark prints to stdout: descriptors 1 and 2 go to the run's log while it runs, so
+        # `--json` output stays clean (the live views draw on their own descriptor).
+        with bench.output_to(self.run_dir / "bench.log"):
+            if self._importer is not None:
+                self._importer.join()
+                self._importer = None
+            try:
+                for point in job.pending:
+                    record, files = _measure(self.plan, job, point, server=server, command=command,
+                                             run_dir=self.run_dir, events=events, bench_runner=self.bench_runner,
+                                             timing=self.timing)
+                    self.written += _write(self.ledger, record, files)
+                    self.measured[point.input_key] = record
+            except ServerError as exc:
+                # Points finished before the death are already in the ledger; the report names the failure.
+                self.failures.append(f"{job.label}: {exc.message}")
+                events.server_state(job.label, "died")
+
+    def report(self) -> SpeedReport:
+        """Speedups, best configs (recorded as speed-best records) and draft gates over every point."""
+        self.timing.wall = self._wall
+        rows = with_speedups(_rows(self.plan, self.measured))
+        best = best_configs(self.plan.manifest, rows)
+        # The best config per workload is recorded in the ledger too (a "speed-best" record, derived from
+        # the speed records of the rows; one already recorded from the same records is reused). The draft
+        # gates are not: they are judged again from the records on every run.
+        points = [self.measured.get(p.input_key, p.recorded) for j in self.plan.servers for p in j.points]
+        written = self.written + record_best_configs(self.ledger, best, [r for r in points if r is not None])
+        report = SpeedReport(rows=tuple(rows), best=tuple(best),
+                             draft_checks=tuple(draft_checks(self.plan.manifest, rows)),
+                             servers_started=self.started, servers_shared=self.shared,
+                             failures=tuple(self.failures), run_dir=self.run_dir, records=tuple(written),
+                             timing=self.timing)
+        # The run directory keeps the verdicts as decided, beside the logs.
+        write_atomic(self.run_dir / "speed-report.json",
+                     json.dumps(report.as_dict(), indent=2, default=str).encode())
+        return report
+
+
+def _without_port(argv: Sequence[str]) -> list[str]:
+    """`argv` with the value of `--port` blanked: two servers of one configuration differ only there."""
+    words = list(argv)
+    for i, word in enumerate(words[:-1]):
+        if word == "--port":
+            words[i + 1] = "*"
+    return words
 
 
 def _rows(plan: SpeedPlan, measured: Mapping[str, LedgerRecord]) -> list[SpeedRow]:

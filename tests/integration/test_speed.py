@@ -59,6 +59,7 @@ def _family(tmp: Path, *, workloads: list[dict[str, Any]]) -> Path:
 
 CHAT = {"id": "chat", "prompts": "../../build/demo/prompts/chat.jsonl", "output_len": 24, "num_prompts": 4,
         "repeats": 2, "warmups": 1, "speculative": ["none", "self", "eagle3"], "artifacts": ["reference"]}
+GATE = "arith-nothink"  # one short gate, so the gate server is started and shared
 # The same prompts with the chat template's thinking on (the demo template then leaves the assistant turn
 # open; with thinking off it appends an empty think block, so the two differ by those prompt tokens).
 THINK = {**CHAT, "id": "think", "thinking": True, "speculative": ["none"]}
@@ -66,9 +67,9 @@ SWEEP = {"id": "sweep", "prompts": "../../build/demo/prompts/chat.jsonl", "outpu
          "repeats": 2, "warmups": 1, "concurrency": [1, 2, 4], "speculative": ["none"], "artifacts": ["reference"]}
 
 
-def _eval(family: Path, *args: str, timeout: float = 900) -> tuple[int, dict[str, Any]]:
+def _eval(family: Path, *args: str, timeout: float = 900, mode: str = "--speed-only") -> tuple[int, dict[str, Any]]:
     result = subprocess.run(
-        [sys.executable, "-m", "hfrelease", "eval", "--speed-only", str(family), "--json", *args],
+        [sys.executable, "-m", "hfrelease", "eval", mode, str(family), "--json", *args],
         capture_output=True, text=True, timeout=timeout, cwd=family, env=os.environ.copy(), check=False,
     )
     assert result.stdout.strip(), result.stderr[-3000:]
@@ -77,11 +78,16 @@ def _eval(family: Path, *args: str, timeout: float = 900) -> tuple[int, dict[str
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory, demo_build: dict[str, Path]) -> dict[str, Any]:
-    """One `hfrelease eval --speed-only` of the cut-down family: three servers, seven points."""
+    """One `hfrelease eval --speed` of the cut-down family with one gate: three servers, seven points.
+
+    The reference's gate server is also its no-speculation speed server (one start, not two).
+    """
     family = _family(tmp_path_factory.mktemp("speed"), workloads=[CHAT, THINK, SWEEP])
     started = time.monotonic()
-    code, report = _eval(family, "--run-dir", str(family.parent / "run"))
-    return {"family": family, "code": code, "report": report["speed"], "seconds": time.monotonic() - started}
+    code, report = _eval(family, "--run-dir", str(family.parent / "run"), "--artifact", "reference",
+                         "--gate", GATE, mode="--speed")
+    return {"family": family, "code": code, "report": report["speed"], "gates": report,
+            "seconds": time.monotonic() - started}
 
 
 def _records(family: Path) -> list[LedgerRecord]:
@@ -241,7 +247,56 @@ def test_best_config_and_draft_gates(measured: dict[str, Any]) -> None:
     speedups = {r["speculative"]: r["speedup"] for r in report["rows"] if r["workload_id"] == "chat"}
     assert speedups["none"] == 1.0 and speedups["self"] > 0 and speedups["eagle3"] > 0
     assert measured["code"] == ExitCode.GATE_FAILED == report["exit_code"]
-    assert report["servers_started"] == 3 and not report["failures"]
+    assert report["servers_started"] == 2 and report["servers_shared"] == 1 and not report["failures"]
+
+
+def _port(argv: Sequence[str]) -> str:
+    return argv[list(argv).index("--port") + 1]
+
+
+def test_gate_server_serves_the_no_speculation_points(measured: dict[str, Any]) -> None:
+    """`eval --speed` measures the none points on the gate server: the records name the same server (port)."""
+    family = measured["family"]
+    ledger = Ledger(family / "results")
+    (gate,) = ledger.records(kind="gate")
+    assert (gate.artifact_id, gate.subject_id, gate.status) == ("reference", GATE, "ok")
+    assert measured["gates"]["servers_started"] == 1
+    none_points = [_record(family, w, "none") for w in ("chat", "think", "sweep")]
+    assert {_port(r.serve.argv) for r in none_points} == {_port(gate.serve.argv)}
+    assert _without_port(gate.serve.argv) == _without_port(none_points[0].serve.argv)
+
+
+def _without_port(argv: Sequence[str]) -> list[str]:
+    words = list(argv)
+    words[words.index("--port") + 1] = "*"
+    return words
+
+
+def test_records_keep_the_servers_memory(measured: dict[str, Any]) -> None:
+    """Every record made on a started server keeps vLLM's start-up memory figures and a measured peak PSS."""
+    family = measured["family"]
+    ledger = Ledger(family / "results")
+    for record in [*ledger.records(kind="gate"), *ledger.records(kind="speed")]:
+        memory = record.extra["memory"]
+        assert isinstance(memory, dict), record.subject_id
+        assert memory["kv_device"] == "CPU" and memory["max_model_len"] == 1024
+        assert memory["kv_cache_gib"] == 1.0 and memory["kv_cache_tokens"] > 0  # VLLM_CPU_KVCACHE_SPACE=1
+        peak = memory["peak_pss_bytes"]
+        assert isinstance(peak, int) and 100 * 2**20 < peak < 24 * 2**30  # a real process group, not a stub
+
+
+def test_best_config_is_recorded(measured: dict[str, Any]) -> None:
+    """The chat workload's best config is a speed-best record derived from exactly its batch-1 points."""
+    family = measured["family"]
+    ledger = Ledger(family / "results")
+    best = {r.subject_id: r for r in ledger.records(kind="speed-best")}
+    chat = best["chat"]
+    points = [_record(family, "chat", s) for s in ("none", "self", "eagle3")]
+    assert chat.extra["derived_from"] == sorted(r.input_key for r in points)
+    (reported,) = [b for b in measured["report"]["best"] if b["workload_id"] == "chat"]
+    assert chat.extra["speculative"] == reported["speculative"]
+    fastest = max(points, key=lambda r: r.metrics["output_throughput"].value)
+    assert chat.metrics["output_throughput"].value == fastest.metrics["output_throughput"].value
 
 
 def test_warm_rerun_measures_nothing(measured: dict[str, Any]) -> None:
