@@ -262,7 +262,7 @@ class _View:
         peak = absent
         if found.peak_bytes is not None:
             peak = self.numbers.add(f"memory.{artifact.id}.peak",
-                                    f"peak memory (PSS) of the server processes of {artifact.id} (GiB)",
+                                    f"peak host RAM (PSS) of the server processes of {artifact.id} (GiB)",
                                     gibibytes(found.peak_bytes), [found.entry])
         return serve, peak
 

@@ -8,8 +8,9 @@ peak PSS of the server's processes so far (`hfrelease.serving.memory`). A card s
   server was started with, which is what decides whether an artifact fits a machine (the seeds' "fits in
   ~7 GB at FP8" rule). Weights are vLLM's own figure on a GPU; the CPU path does not log it, and there the
   weight files' size is used (weights are loaded as stored).
-- **peak memory**: the measured high-water mark of every server process together, runtime included,
-  on the recorded hardware.
+- **peak RAM**: the measured high-water mark of host memory of every server process together, runtime
+  included, on the recorded hardware (on a GPU the weights and KV cache are in device memory, which
+  the first figure accounts for; a per-process VRAM reading is not taken).
 
 The gate records of the artifact's newest server run are used (served exactly as the card's serving
 command); the record with the highest peak counts, since the peak only grows while a server runs.

@@ -11,6 +11,7 @@ import hashlib
 import random
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hfrelease.ledger.hashing import FileHash
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord, input_key
@@ -67,9 +68,17 @@ def gate_record(
         samples=samples, truncated=0, empty=0,
         serve=ServeRecord(argv=command.argv, env=dict(command.env), display=command.display()),
         versions=VERSIONS, hardware=HARDWARE, started_at=_when(step), duration_s=42.0 + step,
-        input_key=key, extra={"metric": gate.metric, "value": value},
+        input_key=key, extra={"metric": gate.metric, "value": value, "memory": gpu_memory(size)},
         status="void" if void_reason else "ok", void_reason=void_reason,
     )
+
+
+def gpu_memory(weight_bytes: int) -> dict[str, Any]:
+    """What a GPU server's start-up log says (see hfrelease.serving.memory), for weights of this size:
+    a 64k context with an fp8 KV cache of 32 KiB per token, and host RAM of the server's processes."""
+    return {"weights_gib": round(weight_bytes / 2**30, 2), "kv_cache_gib": 12.0, "kv_cache_tokens": 393_216,
+            "kv_device": "GPU", "max_model_len": 65_536, "peak_pss_bytes": 3 * 2**30 + weight_bytes // 8,
+            "pss_samples": 40}
 
 
 def speed_record(

@@ -41,6 +41,23 @@ def test_nanbeige_renders_five_cards_with_seed_sections(nanbeige: CardInputs) ->
         assert all(any(h.startswith(s) for h in headings) for s in SEED_FP8[1:]), card.artifact_id
 
 
+def test_choose_table_says_what_each_artifact_needs(nanbeige: CardInputs) -> None:
+    """The seeds' "fits in ~7 GB at FP8" rule, from the records: weights as loaded + one 64k-token request's
+    fp8 KV cache (12 GiB / 393,216 tokens = 32 KiB a token = 2 GiB), per artifact."""
+    readme = render_family(nanbeige, plots=False, artifacts=["fp8-dynamic"]).card("fp8-dynamic").readme
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip().strip("|").split("|")]
+            for line in readme.split("## Which artifact should I choose?")[1].split("\n## ")[0].splitlines()
+            if line.startswith("| ")}
+    header = next(cells for title, cells in rows.items() if title == "Artifact")
+    column = header.index("Memory to serve GiB")
+    serve = {title: cells[column] for title, cells in rows.items() if title != "Artifact" and cells[0] != "---"}
+    fp8 = next(v for t, v in serve.items() if "FP8" in t)
+    assert fp8 == f"{round(4_900_000_000 / 2**30, 2) + 2.0:.2f}" == "6.56"
+    bf16 = next(v for t, v in serve.items() if "bf16" in t.lower() or "Nanbeige4.2-3B]" in t)
+    assert float(bf16) > float(fp8)  # the bf16 weights are bigger, the context the same
+    assert "memory.fp8-dynamic.serve" in readme and "memory.fp8-dynamic.peak" in readme
+
+
 def test_serving_command_is_the_measured_configuration(nanbeige: CardInputs) -> None:
     """The FP8 card prints the plugin install and the eagle3 command built by build_serve_command."""
     readme = render_family(nanbeige, plots=False, artifacts=["fp8-dynamic"]).cards[0].readme

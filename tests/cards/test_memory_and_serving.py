@@ -49,7 +49,7 @@ def test_memory_columns_are_computed_from_the_records(demo_inputs: CardInputs) -
                                        if e.record.artifact_id == "fp8-dynamic").artifact_files)
     serve = (weights + 1024 * GIB / 1_048_576) / GIB
     assert row[header.index("Memory to serve GiB")] == f"{serve:.4f}"
-    assert row[header.index("Peak GiB")] == f"{2_870_225_920 / GIB:.2f}"
+    assert row[header.index("Peak RAM GiB")] == f"{2_870_225_920 / GIB:.2f}"
     assert "memory.fp8-dynamic.peak" in readme  # the provenance table names the record
 
 
@@ -62,7 +62,7 @@ def test_gpu_figures_use_the_loaded_weights(demo_inputs: CardInputs) -> None:
     header = _choose_row(readme, "Artifact")
     row = _choose_row(readme, "tiny FP8-Dynamic")
     assert row[header.index("Memory to serve GiB")] == f"{4.61 + 65_536 * 12.5 / 204_800:.2f}"
-    assert row[header.index("Peak GiB")] == "not measured"  # no PSS in these figures
+    assert row[header.index("Peak RAM GiB")] == "not measured"  # no PSS in these figures
 
 
 def test_memory_not_recorded_says_so(demo_inputs: CardInputs) -> None:
@@ -71,7 +71,7 @@ def test_memory_not_recorded_says_so(demo_inputs: CardInputs) -> None:
     header = _choose_row(readme, "Artifact")
     row = _choose_row(readme, "tiny FP8-Dynamic")
     assert row[header.index("Memory to serve GiB")] == "not measured"
-    assert row[header.index("Peak GiB")] == "not measured"
+    assert row[header.index("Peak RAM GiB")] == "not measured"
 
 
 def test_render_refuses_a_serve_command_that_was_not_measured(demo_inputs: CardInputs, tmp_path: Path) -> None:
