@@ -51,14 +51,16 @@ def parse_object(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def ask(url: str, model: str, prompt: str, *, max_tokens: int, thinking: bool, timeout: float) -> dict[str, Any]:
+def ask(
+    url: str, model: str, prompt: str, *, max_tokens: int, thinking: bool, timeout: float, seed: int = 1234
+) -> dict[str, Any]:
     """One greedy chat completion; returns the response's first choice."""
     payload: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
         "max_tokens": max_tokens,
         "temperature": 0.0,
-        "seed": 1234,
+        "seed": seed,
     }
     if not thinking:
         payload["chat_template_kwargs"] = {"enable_thinking": False}
@@ -93,11 +95,12 @@ def evaluate(
     thinking: bool,
     concurrency: int,
     timeout: float,
+    seed: int = 1234,
 ) -> dict[str, Any]:
     """Ask every prompt and score the answers; returns the result document."""
 
     def one(row: dict[str, Any]) -> dict[str, Any]:
-        choice = ask(url, model, row["prompt"], max_tokens=max_tokens, thinking=thinking, timeout=timeout)
+        choice = ask(url, model, row["prompt"], max_tokens=max_tokens, thinking=thinking, timeout=timeout, seed=seed)
         message = choice.get("message") or {}
         content = message.get("content") or ""
         reasoning = message.get("reasoning_content") or message.get("reasoning")
@@ -168,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         thinking=not args.no_thinking,
         concurrency=args.concurrency,
         timeout=args.timeout,
+        seed=1234 if args.seed is None else args.seed,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_name(args.out.name + ".tmp")
