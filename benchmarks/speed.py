@@ -8,7 +8,7 @@ hfrelease ran in-process, the same `vllm bench serve` argv is run again by hand,
 on the same server, with the order of the two alternating from repeat to repeat. Reported:
 
 - per point, median batch-1 output tok/s recorded by hfrelease / median of the by-hand runs (bar:
-  0.97-1.03);
+  0.97-1.03), and the median of the per-repeat ratios (each repeat's two runs are back to back);
 - time outside the server / speed-anchor wall time, both with server start-up and stop excluded and
   the by-hand runs subtracted (bar: <= 0.05). "Inside the server" is the benchmark's own `duration` of
   every measured and warm-up invocation: the time from the first request sent to the last answer.
@@ -58,6 +58,7 @@ class SideBySide:
         self.hand_dir = hand_dir
         self.hand_seconds = 0.0
         self.hand: dict[str, list[float]] = {}  # point directory -> by-hand output tok/s
+        self.ours: dict[str, list[float]] = {}  # point directory -> hfrelease's output tok/s, same order
 
     def __call__(self, argv: Sequence[str], log_path: Path) -> None:
         from hfrelease.speed.bench import run_in_process
@@ -79,6 +80,8 @@ class SideBySide:
             self._by_hand(hand, log_path)
         result = json.loads((hand_dir / name).read_text())
         self.hand.setdefault(point, []).append(float(result["output_throughput"]))
+        ours = json.loads((Path(point) / name).read_text())
+        self.ours.setdefault(point, []).append(float(ours["output_throughput"]))
 
     def _by_hand(self, argv: list[str], log_path: Path) -> None:
         from hfrelease.speed.bench import run_subprocess
@@ -114,21 +117,29 @@ def main() -> None:
         report = run_speed(plan, ledger=ledger, run_dir=tmp / "run", bench_runner=runner, preload=True)
         if report.failures:
             sys.exit(f"a server failed: {report.failures}")
-        print(f"{'point':<32} {'hfrelease tok/s':>16} {'by hand tok/s':>14} {'ratio':>7}")
+        print(f"{'point':<32} {'hfrelease tok/s':>16} {'by hand tok/s':>14} {'ratio':>7} {'paired':>7}")
         ratios: list[float] = []
+        paired_all: list[float] = []
         for record in ledger.records(kind="speed"):
             point = next(p for p in runner.hand if f"{record.artifact_id}.{record.extra['speculative']}" in p
                          and p.endswith(f"{record.subject_id}-c{record.extra['concurrency']}"))
             ours = record.metrics["output_throughput"].value
             theirs = statistics.median(runner.hand[point])
             ratios.append(ours / theirs)
+            # Each repeat's two runs are back to back (order alternating): their ratio cancels the drift
+            # of a shared machine's load between repeats, which the ratio of medians does not.
+            paired = statistics.median(a / b for a, b in zip(runner.ours[point], runner.hand[point], strict=True))
+            paired_all.append(paired)
             label = f"{record.subject_id} [{record.extra['speculative']}] c{record.extra['concurrency']}"
-            print(f"{label:<32} {ours:>16.1f} {theirs:>14.1f} {ours / theirs:>7.3f}")
+            print(f"{label:<32} {ours:>16.1f} {theirs:>14.1f} {ours / theirs:>7.3f} {paired:>7.3f}")
+            print(f"{'':<4}per repeat (hfrelease/by hand): "
+                  + ", ".join(f"{a:.0f}/{b:.0f}" for a, b in zip(runner.ours[point], runner.hand[point], strict=True)))
         timing = report.timing
         wall = timing.wall - timing.server_start - timing.server_stop - runner.hand_seconds
         outside = wall - timing.measured - timing.warmup
         summary: dict[str, Any] = {
             "ratio_min": round(min(ratios), 3), "ratio_max": round(max(ratios), 3),
+            "paired_ratio_min": round(min(paired_all), 3), "paired_ratio_max": round(max(paired_all), 3),
             "anchor_wall_s": round(wall, 1), "inside_server_s": round(timing.measured + timing.warmup, 1),
             "outside_server_s": round(outside, 1), "outside_ratio": round(outside / wall, 4),
             "scrape_s": round(timing.scrape, 1), "server_start_s": round(timing.server_start, 1),

@@ -172,6 +172,20 @@ def test_eval_dry_run_of_the_flagship_without_a_gpu(repo_root: Path, capsys: pyt
     assert plan["pending"] == 20
 
 
+def test_eval_speed_dry_run_marks_the_shared_gate_servers(repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With --speed, the no-speculation speed server of an artifact that runs gates is its gate server."""
+    code, out, _ = run(["eval", "--speed", "--dry-run", "--json", str(repo_root / "model_cards" / "nanbeige4.2-3b")],
+                       capsys)
+    assert code == 0
+    plan = json.loads(out)
+    gated = {s["artifact"] for s in plan["servers"]}
+    servers = plan["speed"]["servers"]
+    assert servers and {s["speculative"] for s in servers} > {"none"}
+    for server in servers:
+        assert server["on_gate_server"] == (server["speculative"] == "none" and server["artifact"] in gated), server
+    assert any(s["on_gate_server"] for s in servers)
+
+
 def test_unit_tests_cannot_leave_this_machine() -> None:
     """The sealed-unit-test guard refuses a connection to any address off loopback before it is made."""
     import socket

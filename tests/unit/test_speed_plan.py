@@ -108,3 +108,30 @@ def test_unknown_selection_is_a_config_error(fixture_family: Path) -> None:
         _plan(load_manifest(fixture_family), Ledger(fixture_family / "results"), artifacts=["nope"],
               workloads=["nada"])
     assert {p.location for p in raised.value.problems} == {"--artifact", "--workload"}
+
+
+def test_gate_server_shared_only_when_it_is_the_same_command(fixture_family: Path, tmp_path: Path) -> None:
+    """`eval --speed` hands the no-speculation job to a gate server only if that server runs its exact command
+    (any port); a changed flag, env value or another artifact gets none, and a job is handed out once."""
+    from dataclasses import replace
+
+    from hfrelease.evaluation.plan import resolve_model_dir
+    from hfrelease.serving.command import build_serve_command
+    from hfrelease.speed.runner import SpeedSession
+
+    manifest = load_manifest(fixture_family)
+    ledger = Ledger(fixture_family / "results")
+    plan = _plan(manifest, ledger)
+    session = SpeedSession(plan, ledger=ledger, run_dir=tmp_path)
+    # The gate server's command, as the eval runner builds it (its own model directory resolution).
+    ref = manifest.artifact_by_id("ref")
+    model_dir = resolve_model_dir(manifest, ref, download=False)
+    gate_command = build_serve_command(manifest, ref, model=str(model_dir), host="127.0.0.1", port=43_210,
+                                       vllm="/opt/venv/bin/vllm")
+    job = session.shareable("ref", gate_command)
+    assert job is not None and job.label == "ref [none]"
+    assert session.shareable("fp8", gate_command) is None  # fp8's job is served with fp8's weights
+    assert session.shareable("ref", replace(gate_command, argv=(*gate_command.argv, "--max-num-seqs", "2"))) is None
+    assert session.shareable("ref", replace(gate_command, env={**gate_command.env, "VLLM_X": "1"})) is None
+    session._done.add(job.label)  # measured on that gate server: not handed out again
+    assert session.shareable("ref", gate_command) is None
