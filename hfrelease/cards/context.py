@@ -483,8 +483,9 @@ def _serving(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifac
     commands = []
     for spec_id in configs:
         command = public_command(manifest, server, spec_id)
-        _check_measured_command(measured, server.id, spec_id, command.display())
-        commands.append({"config": code_span(spec_id), "note": escape_markdown(notes[spec_id]),
+        was_measured = _check_measured_command(measured, server.id, spec_id, command.display())
+        note = notes[spec_id] + ("" if was_measured else " (not measured yet)")
+        commands.append({"config": code_span(spec_id), "note": escape_markdown(note), "measured": was_measured,
                          "code": code_block(shell_lines(command), language="bash"), "display": command.display()})
     plugin = None
     if serve.plugin:
@@ -503,8 +504,9 @@ def recorded_commands(measured: FamilyMeasurements, artifact_id: str, spec_id: s
     return {e.record.serve.display for e in entries}
 
 
-def _check_measured_command(measured: FamilyMeasurements, artifact_id: str, spec_id: str, display: str) -> None:
-    """Refuse to print a serve command other than the one the card's numbers were measured with."""
+def _check_measured_command(measured: FamilyMeasurements, artifact_id: str, spec_id: str, display: str) -> bool:
+    """Whether the card's records were measured with this serve command (False: none recorded yet); refuse
+    to print a serve command other than the one the card's numbers were measured with."""
     recorded = recorded_commands(measured, artifact_id, spec_id)
     if recorded and display not in recorded:
         raise CardError(
@@ -513,6 +515,7 @@ def _check_measured_command(measured: FamilyMeasurements, artifact_id: str, spec
             hint="Re-run `hfrelease eval` (serve settings are part of every measurement's inputs, so it measures "
             "again under the new command), or restore the serve settings that were measured.",
         )
+    return bool(recorded)
 
 
 def _download(artifact: Artifact) -> str:

@@ -9,9 +9,9 @@ Checks, each reported with the card and the place:
 - the same measurement id shows the same value in every card of the family;
 - links to Hub model repos resolve to artifacts of the manifest (or its base model), local links to files;
 - the card says when its numbers were measured, and those dates are its records' dates;
-- every serve command the card prints (`<!-- serve:begin -->` blocks) is the command of a record in the
-  ledger for that artifact (or, on a draft's card, its target): the card never prints a command that
-  was not measured.
+- every serve command the card prints as measured (`<!-- serve:begin -->` blocks; a configuration with
+  no record yet is printed unmarked, "not measured yet") is the command of a record in the ledger for
+  that artifact (or, on a draft's card, its target).
 
 Numbers outside measured blocks (hand-written prose, settings, citations) are not checked: the card
 marks what it claims to have measured, and only that is held to the ledger.

@@ -98,3 +98,17 @@ def test_lint_catches_an_edited_serve_command(demo_inputs: CardInputs, tmp_path:
                       text=rendered.readme.replace("--enforce-eager", "--enforce-eager --max-num-seqs 4", 1))
     problems = lint_cards(demo_inputs.manifest, [edited], inputs=demo_inputs)
     assert any("--max-num-seqs 4" in p and "not the command of any recorded measurement" in p for p in problems)
+
+
+def test_configuration_not_measured_yet_is_printed_unmarked(demo_inputs: CardInputs, tmp_path: Path) -> None:
+    """Before the speed anchors ran, a draft's card still shows how to serve it, says it is not measured
+    yet, and lint (which holds only marked, measured commands to the ledger) passes."""
+    gates_only = replace(demo_inputs, records=tuple(e for e in demo_inputs.records if e.record.kind == "gate"))
+    readme = render_family(gates_only, plots=False, artifacts=["draft"]).card("draft").readme
+    serving = readme.split("## Serving (vLLM)")[1].split("\n## ")[0]
+    assert "--speculative-config" in serving and "(not measured yet)" in serving
+    assert "<!-- serve:begin -->" not in serving
+    card = CardText(artifact_id="draft", path=tmp_path / "draft" / "README.md", text=readme)
+    assert not [p for p in lint_cards(gates_only.manifest, [card], inputs=gates_only) if "serve command" in p]
+    measured = render_family(demo_inputs, plots=False, artifacts=["draft"]).card("draft").readme
+    assert "<!-- serve:begin -->" in measured.split("## Serving (vLLM)")[1].split("\n## ")[0]
