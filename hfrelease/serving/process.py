@@ -34,9 +34,11 @@ from hfrelease.serving.memory import PeakMemory, memory_record
 
 HOST = "127.0.0.1"
 POLL_SECONDS = 0.5
-# The watchdog samples the server's memory every this many polls: reading /proc/<pid>/smaps_rollup of
-# every engine process costs a few milliseconds, which every 2 s is noise even on a busy 2-core machine.
-MEMORY_EVERY_POLLS = 4
+# The watchdog samples the server's memory every this many polls (10 s). Reading /proc/<pid>/smaps_rollup
+# of every process of a vLLM server walks their page tables: ~50 ms of CPU on this 2-core machine, which
+# every 2 s would take 2.5 % of a core from the server it measures. A server's memory peaks at start-up
+# (weights, KV cache) and stays flat, so 10 s loses nothing; every record also samples once when written.
+MEMORY_EVERY_POLLS = 20
 STOP_GRACE_SECONDS = 20.0
 
 # Every server this process started and has not stopped yet; stopped at interpreter exit too, so an
