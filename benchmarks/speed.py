@@ -54,11 +54,13 @@ def family_copy(tmp: Path, *, repeats: int, configs: list[str], num_prompts: int
 class SideBySide:
     """The benchmark runner: hfrelease's in-process run, and the same argv by hand, order alternating."""
 
-    def __init__(self, hand_dir: Path) -> None:
+    def __init__(self, hand_dir: Path, *, control: bool = False) -> None:
         self.hand_dir = hand_dir
+        self.control = control
         self.hand_seconds = 0.0
         self.hand: dict[str, list[float]] = {}  # point directory -> by-hand output tok/s
         self.ours: dict[str, list[float]] = {}  # point directory -> hfrelease's output tok/s, same order
+        self.again: dict[str, list[float]] = {}  # point directory -> a second by-hand run (--control)
 
     def __call__(self, argv: Sequence[str], log_path: Path) -> None:
         from hfrelease.speed.bench import run_in_process
@@ -71,7 +73,8 @@ class SideBySide:
         point = args[args.index("--result-dir") + 1]
         hand_dir = self.hand_dir / Path(point).relative_to(Path(point).parents[2])
         hand = [*args[:args.index("--result-dir")], "--result-dir", str(hand_dir), "--result-filename", name]
-        # Alternate within each point: repeat 0 hfrelease first, repeat 1 by hand first, ...
+        # Alternate within each point: repeat 0 hfrelease first, repeat 1 by hand first, ... With --control
+        # a second by-hand run goes last: by hand / by hand again is the machine's own noise floor.
         first_by_hand = int(name[1:-5]) % 2 == 1
         if first_by_hand:
             self._by_hand(hand, log_path)
@@ -80,6 +83,11 @@ class SideBySide:
             self._by_hand(hand, log_path)
         result = json.loads((hand_dir / name).read_text())
         self.hand.setdefault(point, []).append(float(result["output_throughput"]))
+        if self.control:
+            again = [*hand[:-1], f"again-{name}"]
+            self._by_hand(again, log_path)
+            second = json.loads((hand_dir / f"again-{name}").read_text())
+            self.again.setdefault(point, []).append(float(second["output_throughput"]))
         ours = json.loads((Path(point) / name).read_text())
         self.ours.setdefault(point, []).append(float(ours["output_throughput"]))
 
@@ -98,6 +106,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--configs", default="none,ngram")
     parser.add_argument("--num-prompts", type=int, help="prompts per run (default: each prompt file once)")
+    parser.add_argument("--control", action="store_true",
+                        help="also run each repeat by hand a second time: the ratio of two by-hand runs of the "
+                             "same point is the noise floor any ratio here is measured against")
     args = parser.parse_args()
 
     from hfrelease.ledger.store import Ledger
@@ -113,13 +124,14 @@ def main() -> None:
         manifest = load_manifest(family)
         ledger = Ledger(family / "results")
         plan = plan_speed(manifest, ledger=ledger, hash_cache=None)
-        runner = SideBySide(tmp / "by-hand")
+        runner = SideBySide(tmp / "by-hand", control=args.control)
         report = run_speed(plan, ledger=ledger, run_dir=tmp / "run", bench_runner=runner, preload=True)
         if report.failures:
             sys.exit(f"a server failed: {report.failures}")
         print(f"{'point':<32} {'hfrelease tok/s':>16} {'by hand tok/s':>14} {'ratio':>7} {'paired':>7}")
         ratios: list[float] = []
         paired_all: list[float] = []
+        controls: list[float] = []
         for record in ledger.records(kind="speed"):
             point = next(p for p in runner.hand if f"{record.artifact_id}.{record.extra['speculative']}" in p
                          and p.endswith(f"{record.subject_id}-c{record.extra['concurrency']}"))
@@ -134,12 +146,19 @@ def main() -> None:
             print(f"{label:<32} {ours:>16.1f} {theirs:>14.1f} {ours / theirs:>7.3f} {paired:>7.3f}")
             print(f"{'':<4}per repeat (hfrelease/by hand): "
                   + ", ".join(f"{a:.0f}/{b:.0f}" for a, b in zip(runner.ours[point], runner.hand[point], strict=True)))
+            if args.control:
+                control = statistics.median(runner.again[point]) / theirs
+                controls.append(control)
+                print(f"{'':<4}control: by hand again {statistics.median(runner.again[point]):.1f} tok/s, "
+                      f"ratio to by hand {control:.3f}")
         timing = report.timing
         wall = timing.wall - timing.server_start - timing.server_stop - runner.hand_seconds
         outside = wall - timing.measured - timing.warmup
         summary: dict[str, Any] = {
             "ratio_min": round(min(ratios), 3), "ratio_max": round(max(ratios), 3),
             "paired_ratio_min": round(min(paired_all), 3), "paired_ratio_max": round(max(paired_all), 3),
+            **({"control_ratio_min": round(min(controls), 3), "control_ratio_max": round(max(controls), 3)}
+               if controls else {}),
             "anchor_wall_s": round(wall, 1), "inside_server_s": round(timing.measured + timing.warmup, 1),
             "outside_server_s": round(outside, 1), "outside_ratio": round(outside / wall, 4),
             "scrape_s": round(timing.scrape, 1), "server_start_s": round(timing.server_start, 1),
