@@ -21,11 +21,12 @@ CPU_MEMORY = {"checkpoint_gib": 0.0, "kv_cache_gib": 1.0, "kv_cache_tokens": 1_0
 
 
 def _with_memory(inputs: CardInputs, memory: dict[str, Any] | None) -> CardInputs:
-    """The same ledger with every gate record's `extra.memory` set to `memory` (None: removed)."""
+    """The same ledger with every gate record's `extra.memory` set to `memory` (None: removed from every
+    record, speed records too, which a card falls back to)."""
     entries = []
     for entry in inputs.records:
         record = entry.record
-        if record.kind == "gate":
+        if record.kind == "gate" or memory is None:
             extra = {k: v for k, v in record.extra.items() if k != "memory"}
             if memory is not None:
                 extra["memory"] = memory
