@@ -239,7 +239,7 @@ class _View:
                                 [found[1]])
 
     def memory(self, artifact: Artifact) -> tuple[Markdown, Markdown]:
-        """(memory to serve, peak memory) of `artifact`, or "not measured" / "n/a" for drafts."""
+        """(memory to serve, peak RAM) of `artifact`: "not measured" without figures, "with its target" for drafts."""
         if artifact.kind == "draft":
             # A draft head serves inside its target's server; its own weights are its whole addition.
             return Markdown("with its target"), Markdown("with its target")
