@@ -33,7 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def family_copy(tmp: Path, *, repeats: int, configs: list[str], num_prompts: int | None) -> Path:
+def family_copy(tmp: Path, *, repeats: int, configs: list[str], num_prompts: int | None,
+                ignore_eos: bool = False) -> Path:
     """model_cards/demo with an empty ledger, its chat and longdoc workloads on the reference only."""
     import tomli_w
 
@@ -44,6 +45,7 @@ def family_copy(tmp: Path, *, repeats: int, configs: list[str], num_prompts: int
     data = tomllib.loads((target / "release.toml").read_text())
     data["workload"] = [
         {**w, "speculative": configs, "repeats": repeats, "concurrency": [1], "artifacts": ["reference"],
+         "ignore_eos": ignore_eos,
          **({"num_prompts": num_prompts} if num_prompts else {})}
         for w in data["workload"] if w["id"] in ("chat", "longdoc")
     ]
@@ -106,6 +108,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--configs", default="none,ngram")
     parser.add_argument("--num-prompts", type=int, help="prompts per run (default: each prompt file once)")
+    parser.add_argument("--ignore-eos", action="store_true",
+                        help="generate exactly output_len tokens per request: the demo's chat answers are ~5 "
+                             "tokens, so its runs last seconds and one stall of a neighbour moves them by 10-20 %%")
     parser.add_argument("--control", action="store_true",
                         help="also run each repeat by hand a second time: the ratio of two by-hand runs of the "
                              "same point is the noise floor any ratio here is measured against")
@@ -120,7 +125,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hfrelease-speed-bench-") as tmp_name:
         tmp = Path(tmp_name)
         family = family_copy(tmp, repeats=args.repeats, configs=args.configs.split(","),
-                             num_prompts=args.num_prompts)
+                             num_prompts=args.num_prompts, ignore_eos=args.ignore_eos)
         manifest = load_manifest(family)
         ledger = Ledger(family / "results")
         plan = plan_speed(manifest, ledger=ledger, hash_cache=None)

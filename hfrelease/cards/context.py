@@ -320,7 +320,7 @@ class _View:
             best = self._best_for(artifact, workload.id)
             workloads.append({
                 "label": escape_markdown(workload.label or workload.id), "id": escape_markdown(workload.id),
-                "output_len": workload.output_len, "thinking": workload.thinking,
+                "output_len": workload.output_len, "thinking": workload.thinking, "ignore_eos": workload.ignore_eos,
                 "rows": [self._speed_row(p, best) for p in points],
                 "best": code_span(best.speculative) if best else None,
             })

@@ -119,7 +119,7 @@ def _show(manifest: Manifest, path: Path) -> None:
         )
         for w in manifest.workload:
             loads.add_row(
-                w.id, w.prompts, str(w.output_len), "on" if w.thinking else "off",
+                w.id, w.prompts, f"{w.output_len}{' exactly' if w.ignore_eos else ''}", "on" if w.thinking else "off",
                 ",".join(map(str, w.concurrency)), ",".join(w.speculative),
             )
         out_console.print(loads)

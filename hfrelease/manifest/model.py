@@ -368,6 +368,10 @@ class Workload(Table):
     prompts: RelPath  # JSONL prompt set
     output_len: PositiveInt
     thinking: bool = False
+    # Generate exactly `output_len` tokens per request (`vllm bench serve --ignore-eos`), as throughput
+    # sweeps do; off by default, because tokens generated past EOS are text no draft predicts, so a
+    # speculative config's acceptance would describe noise (see hfrelease.speed.bench).
+    ignore_eos: bool = False
     concurrency: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
     speculative: list[Slug] = Field(default_factory=lambda: ["none"], min_length=1)
     repeats: PositiveInt = 3

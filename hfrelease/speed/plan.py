@@ -108,7 +108,10 @@ def point_input_key(
     return input_key(
         artifact=content_sha256,
         draft=draft_sha256,
-        workload=workload.model_dump(mode="json", include=_MEASURED_FIELDS),
+        # `ignore_eos` joins the key only when set, so records measured before the option existed stay
+        # valid (their workloads stopped at EOS, as one without it still does).
+        workload=workload.model_dump(mode="json", include=_MEASURED_FIELDS | ({"ignore_eos"} if workload.ignore_eos
+                                                                              else set())),
         concurrency=concurrency,
         prompts=prompts_sha256,
         speculative=speculative.model_dump(mode="json") if speculative else None,

@@ -337,6 +337,7 @@ def bench_request(plan: SpeedPlan, job: SpeedServerJob, point: PointJob, *, base
         base_url=base_url, model=job.artifact.repo, tokenizer=str(job.model_dir),
         prompts=plan.manifest.resolve(workload.prompts), num_prompts=point.num_prompts,
         output_len=workload.output_len, concurrency=point.concurrency, thinking=workload.thinking,
+        ignore_eos=workload.ignore_eos,
     )
 
 
@@ -502,6 +503,7 @@ def _record(
         n=point.num_prompts,
         seed=0,
         generation={"output_len": workload.output_len, "temperature": 0.0, "thinking": workload.thinking,
+                    **({"ignore_eos": True} if workload.ignore_eos else {}),
                     "num_prompts": point.num_prompts, "warmups": workload.warmups,
                     "max_concurrency": point.concurrency, "backend": "openai-chat", "dataset": "custom"},
         metrics={name: Metric(value=value) for name, value in metrics.items()},

@@ -64,6 +64,12 @@ def test_argv_has_the_settings_that_make_numbers_true() -> None:
     assert json.loads(_flag(argv, "--extra-body")) == {"chat_template_kwargs": {"enable_thinking": False}}
 
 
+def test_fixed_length_workload_ignores_eos() -> None:
+    """`ignore_eos = true` asks vLLM's benchmark for exactly output_len tokens per request."""
+    argv = bench_argv(BenchRequest(**{**REQUEST.__dict__, "ignore_eos": True}))
+    assert "--ignore-eos" in argv and _flag(argv, "--custom-output-len") == "32"
+
+
 def test_thinking_workload_keeps_the_template_default() -> None:
     """A thinking workload sends no chat_template_kwargs (the template thinks by default); no result dir, no save."""
     argv = bench_argv(BenchRequest(**{**REQUEST.__dict__, "thinking": True}))

@@ -89,6 +89,10 @@ def test_input_key_follows_what_is_measured(fixture_family: Path) -> None:
     assert with_workload(label="Chat, renamed") == keys
     assert with_workload(output_len=64) != keys
     assert with_workload(repeats=5)[0] != keys[0]
+    # ignore_eos left at its default keeps the keys records had before the option existed; set, it is
+    # another measurement.
+    assert with_workload(ignore_eos=False) == keys
+    assert with_workload(ignore_eos=True)[0] != keys[0]
     (fixture_family / "prompts" / "chat.jsonl").write_text('{"prompt": "changed"}\n')
     assert with_workload()[0] != keys[0]
 
