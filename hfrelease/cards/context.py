@@ -19,9 +19,9 @@ from hfrelease.cards.memory import figures as memory_figures
 from hfrelease.cards.memory import gibibytes
 from hfrelease.cards.numbers import NumberRegistry, fixed, gigabytes, signed
 from hfrelease.cards.plots import PlotData, plan_plots
+from hfrelease.cards.serving import download_command, serving_context
 from hfrelease.cards.text import Markdown, code_block, code_span, escape_markdown, hub_url, link, prose
-from hfrelease.manifest import Artifact, Gate, Manifest, Speculative
-from hfrelease.serving.command import ServeCommand, build_serve_command, merged_serve
+from hfrelease.manifest import Artifact, Gate, Manifest
 
 Context = dict[str, Any]
 _CONFIDENCE = "95%"
@@ -46,8 +46,8 @@ def build_context(
         "speed": view.speed(artifact),
         "load": view.load(artifact),
         "acceptance": view.acceptance(artifact),
-        "serving": _serving(manifest, measured, artifact),
-        "download": code_block(_download(artifact), language="bash"),
+        "serving": serving_context(manifest, measured, artifact),
+        "download": code_block(download_command(artifact), language="bash"),
         "creation": _creation(artifact),
         "training": _training(inputs, artifact),
         "choose": view.choose(artifact),
@@ -427,99 +427,6 @@ def _settings(gate: Gate, generation: Mapping[str, Any], versions: Mapping[str, 
             parts.append(f"{key}={value}")
     parts.append(f"seed={gate.seed}")
     return ", ".join(parts)
-
-
-def _spec_by_id(manifest: Manifest, spec_id: str) -> Speculative | None:
-    return next((s for s in manifest.speculative if s.id == spec_id), None)
-
-
-def public_command(manifest: Manifest, artifact: Artifact, spec_id: str) -> ServeCommand:
-    """The serve command a card prints for `artifact` under a speculative config (`none` for none)."""
-    spec = _spec_by_id(manifest, spec_id)
-    draft = manifest.artifact_by_id(spec.draft) if spec is not None and spec.draft else None
-    return build_serve_command(manifest, artifact, model=artifact.repo, speculative=spec,
-                               draft_model=draft.repo if draft else None)
-
-
-def shell_lines(command: ServeCommand) -> str:
-    """`command.display()` folded before each option, the way people paste serve commands."""
-    import shlex
-
-    words = shlex.split(command.display())
-    lines: list[str] = []
-    current: list[str] = []
-    for word in words:
-        if (word.startswith("--") and current and current[0] != "vllm") or (word == "vllm" and current):
-            lines.append(" ".join(shlex.quote(w) for w in current))
-            current = []
-        current.append(word)
-    lines.append(" ".join(shlex.quote(w) for w in current))
-    return " \\\n  ".join(lines)
-
-
-def _serving(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) -> Context:
-    if artifact.kind == "draft":
-        assert artifact.draft is not None
-        server = manifest.artifact_by_id(artifact.draft.target)
-        configs = [s.id for s in manifest.speculative if s.draft == artifact.id]
-        notes = {s: "the configuration this draft was measured in" for s in configs}
-    else:
-        server = artifact
-        configs, notes = [], {}
-        for workload in manifest.workload:
-            best = measured.best_batch1(artifact.id, workload.id)
-            if best is None:
-                continue
-            label = workload.label or workload.id
-            if best.speculative not in configs:
-                configs.append(best.speculative)
-                notes[best.speculative] = f"best batch-1 config for {label}"
-            else:
-                notes[best.speculative] += f", {label}"
-        if NONE not in configs:
-            configs.append(NONE)
-            notes[NONE] = "without speculation" + ("" if len(configs) > 1 else " (no speed measurement yet)")
-    serve = merged_serve(manifest.serve, server.serve)
-    commands = []
-    for spec_id in configs:
-        command = public_command(manifest, server, spec_id)
-        was_measured = _check_measured_command(measured, server.id, spec_id, command.display())
-        note = notes[spec_id] + ("" if was_measured else " (not measured yet)")
-        commands.append({"config": code_span(spec_id), "note": escape_markdown(note), "measured": was_measured,
-                         "code": code_block(shell_lines(command), language="bash"), "display": command.display()})
-    plugin = None
-    if serve.plugin:
-        folder = server.repo.split("/")[1]
-        plugin = code_block(f"hf download {server.repo} --local-dir {folder}\n"
-                            f"pip install --no-deps ./{folder}/vllm_plugin", language="bash")
-    return {"plugin": plugin, "commands": commands, "server": link(server.title or server.repo, hub_url(server.repo))}
-
-
-def recorded_commands(measured: FamilyMeasurements, artifact_id: str, spec_id: str) -> set[str]:
-    """The serve commands (as a card prints them) of the records a card shows for `artifact_id` served
-    under `spec_id`: its gate records and speed points for "none", its speed points otherwise."""
-    entries = [p.entry for p in measured.points(artifact_id=artifact_id) if p.speculative == spec_id]
-    if spec_id == NONE:
-        entries += [r.entry for (aid, _), r in measured.gates.items() if aid == artifact_id]
-    return {e.record.serve.display for e in entries}
-
-
-def _check_measured_command(measured: FamilyMeasurements, artifact_id: str, spec_id: str, display: str) -> bool:
-    """Whether the card's records were measured with this serve command (False: none recorded yet); refuse
-    to print a serve command other than the one the card's numbers were measured with."""
-    recorded = recorded_commands(measured, artifact_id, spec_id)
-    if recorded and display not in recorded:
-        raise CardError(
-            f"{artifact_id} ({spec_id}): release.toml now serves it with\n    {display}\n"
-            f"but its recorded measurements were made with\n" + "\n".join(f"    {d}" for d in sorted(recorded)),
-            hint="Re-run `hfrelease eval` (serve settings are part of every measurement's inputs, so it measures "
-            "again under the new command), or restore the serve settings that were measured.",
-        )
-    return bool(recorded)
-
-
-def _download(artifact: Artifact) -> str:
-    return f"hf download {artifact.repo} --local-dir {artifact.repo.split('/')[1]}"
 
 
 def _creation(artifact: Artifact) -> Context | None:
