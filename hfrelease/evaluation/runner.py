@@ -31,7 +31,7 @@ from hfrelease.manifest import Gate, Manifest
 from hfrelease.redact import redact_env
 from hfrelease.serving.command import ServeCommand, build_serve_command
 from hfrelease.serving.plugin import ensure_plugin
-from hfrelease.serving.process import VllmServer, check_identity, free_port
+from hfrelease.serving.process import VllmServer, check_identity, free_port, launch
 
 Verdict = Literal["pass", "fail", "void", "reference", "no-reference"]
 AfterGates = Callable[[ServerJob, VllmServer, ServeCommand], None]
@@ -200,16 +200,8 @@ def _start(
     if command.plugin:
         events.server_state(artifact.id, "installing plugin")
         ensure_plugin(manifest.resolve(command.plugin), echo=events.log)
-    server = VllmServer(command, log_path=run_dir / f"{artifact.id}.server.log", port=port, base_env=base_env)
-    events.server_state(artifact.id, "starting")
-    events.log(f"$ {command.display()}")
-    server.start()
-    try:
-        server.wait_until_ready(on_poll=lambda s: events.server_state(artifact.id, f"starting ({s:.0f} s)"))
-    except BaseException:
-        server.stop()
-        raise
-    events.server_state(artifact.id, f"ready in {server.ready_after or 0:.0f} s")
+    server = launch(command, log_path=run_dir / f"{artifact.id}.server.log", port=port, base_env=base_env,
+                    state=lambda text: events.server_state(artifact.id, text), log=events.log)
     return server, command
 
 

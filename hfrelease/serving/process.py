@@ -288,6 +288,27 @@ class VllmServer:
         self.stop()
 
 
+def launch(
+    command: ServeCommand, *, log_path: Path, port: int, base_env: Mapping[str, str] | None,
+    state: Callable[[str], None], log: Callable[[str], None],
+) -> VllmServer:
+    """Start `command` and wait until it is ready, telling `state` how it goes; stopped again if not ready.
+
+    The one start-up sequence of the gate and speed runners (their plugin install comes before it).
+    """
+    server = VllmServer(command, log_path=log_path, port=port, base_env=base_env)
+    state("starting")
+    log(f"$ {command.display()}")
+    server.start()
+    try:
+        server.wait_until_ready(on_poll=lambda s: state(f"starting ({s:.0f} s)"))
+    except BaseException:
+        server.stop()
+        raise
+    state(f"ready in {server.ready_after or 0:.0f} s")
+    return server
+
+
 def _reap_group(pgid: int, timeout: float = 10.0) -> None:
     """Wait until no process of group `pgid` is left (killpg answers ESRCH)."""
     deadline = time.monotonic() + timeout

@@ -26,7 +26,7 @@ from hfrelease.ledger.store import Ledger
 from hfrelease.redact import redact_env
 from hfrelease.serving.command import ServeCommand, build_serve_command
 from hfrelease.serving.plugin import ensure_plugin
-from hfrelease.serving.process import VllmServer, free_port
+from hfrelease.serving.process import VllmServer, free_port, launch
 from hfrelease.speed import bench
 from hfrelease.speed.best_record import record_best_configs
 from hfrelease.speed.metrics import parse_counters, relevant_lines, scrape
@@ -314,19 +314,12 @@ def _start(
         events.server_state(job.label, "installing plugin")
         ensure_plugin(plan.manifest.resolve(command.plugin), echo=events.log)
     log_path = run_dir / f"{job.artifact.id}.{job.spec_id}.server.log"
-    server = VllmServer(command, log_path=log_path, port=port, base_env=base_env)
-    events.server_state(job.label, "starting")
-    events.log(f"$ {command.display()}")
     begun = time.monotonic()
-    server.start()
     try:
-        server.wait_until_ready(on_poll=lambda s: events.server_state(job.label, f"starting ({s:.0f} s)"))
-    except BaseException:
-        server.stop()
-        raise
+        server = launch(command, log_path=log_path, port=port, base_env=base_env,
+                        state=lambda text: events.server_state(job.label, text), log=events.log)
     finally:
         timing.server_start += time.monotonic() - begun
-    events.server_state(job.label, f"ready in {server.ready_after or 0:.0f} s")
     return server, command
 
 
