@@ -123,12 +123,17 @@ def decide_gates(
     """
     entries = eval_matrix(manifest, artifacts, gates)
     published = {e.artifact: e.publish for e in entries}
-    plan = plan_eval(manifest, ledger=ledger, hash_cache=hash_cache, artifacts=list(published), gates=gates)
-    rows = judge(plan, ledger=ledger, measured={}, hash_cache=hash_cache)
+    # Nothing is downloaded and no harness need be installed here (a merge job on a GitHub-hosted runner
+    # installs hfrelease alone): a Hub source is identified from the Hub's listing, and a record made on an
+    # eval runner is found under the vLLM / lm-eval versions it names (`find_gate_record`).
+    plan = plan_eval(manifest, ledger=ledger, hash_cache=hash_cache, artifacts=list(published), gates=gates,
+                     download=False, any_harness=True)
+    rows = judge(plan, ledger=ledger, measured={}, hash_cache=hash_cache, any_harness=True)
     problems = [
         GateProblem(artifact=job.artifact.id, gate=g.gate.id, kind="missing",
-                    text=f"{job.artifact.id}: {g.gate.label or g.gate.id}: no result recorded for the current "
-                         "inputs (its eval job failed or did not run)")
+                    text=f"{job.artifact.id}: {g.gate.label or g.gate.id}: "
+                         + (f"its content could not be identified ({job.unknown})" if job.unknown else
+                            "no result recorded for the current inputs (its eval job failed or did not run)"))
         for job in plan.servers for g in job.pending
     ] + [
         GateProblem(artifact=r.artifact_id, gate=r.gate_id, kind=r.verdict,

@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hfrelease.errors import ConfigError, ConfigProblem
+from hfrelease.errors import ArtifactError, ConfigError, ConfigProblem
 from hfrelease.evaluation.custom_gate import custom_gate_argv
 from hfrelease.evaluation.lm_eval_gate import generation_kwargs
 from hfrelease.ledger.hashing import ContentHash, HashCache, hash_artifact
@@ -22,6 +22,7 @@ from hfrelease.ledger.record import LedgerRecord, input_key
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Artifact, Gate, Manifest
 from hfrelease.serving.command import ServeCommand, build_serve_command
+from hfrelease.sources import artifact_content
 
 # Gate fields that change how a measurement is judged, not what is measured: editing them re-judges the
 # recorded samples instead of re-running the gate.
@@ -46,10 +47,11 @@ class ServerJob:
     """One artifact served once; every gate for it uses that server."""
 
     artifact: Artifact
-    model_dir: Path | None  # local files; None when a Hub source is not downloaded (dry run)
-    content: ContentHash | None
+    model_dir: Path | None  # local files; None when a Hub source is not downloaded (dry run, judging)
+    content: ContentHash | None  # None only when a Hub source's identity could not be read (`unknown` says why)
     public: ServeCommand  # the form a card prints (repo id, no host/port)
     gates: tuple[GateJob, ...]
+    unknown: str | None = None
 
     @property
     def pending(self) -> tuple[GateJob, ...]:
@@ -80,13 +82,14 @@ def _tree_hash(root: Path) -> str:
     return digest.hexdigest()
 
 
-def task_identity(manifest: Manifest, gate: Gate) -> dict[str, Any]:
-    """What identifies the task before it runs: its name, harness version, and local task files' content."""
-    from hfrelease.ledger.provenance import versions
+def task_identity(manifest: Manifest, gate: Gate, *, harness: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    """What identifies the task before it runs: its name, harness version, and local task files' content.
 
+    `harness` gives the vLLM / lm-eval versions to key with (a record's own); default: those installed here.
+    """
     identity: dict[str, Any] = {"task": gate.task, "command": gate.command, "entry_point": gate.entry_point}
     if gate.task is not None:
-        identity["lm_eval"] = versions().get("lm_eval")
+        identity["lm_eval"] = (harness if harness is not None else installed_harness()).get("lm_eval")
     if gate.task_dir:
         identity["task_dir"] = _tree_hash(manifest.resolve(gate.task_dir))
     for arg in gate.command or []:
@@ -96,18 +99,59 @@ def task_identity(manifest: Manifest, gate: Gate) -> dict[str, Any]:
     return identity
 
 
-def gate_input_key(manifest: Manifest, gate: Gate, *, content_sha256: str, public: ServeCommand) -> str:
-    """The key under which a gate's result is recorded: a change to any of these re-runs it."""
+def installed_harness() -> dict[str, str | None]:
+    """The vLLM and lm-eval versions installed here (None for one that is not)."""
     from hfrelease.ledger.provenance import versions
 
     found = versions()
+    return {"vllm": found.get("vllm"), "lm_eval": found.get("lm_eval")}
+
+
+def gate_input_key(
+    manifest: Manifest, gate: Gate, *, content_sha256: str, public: ServeCommand,
+    harness: Mapping[str, str | None] | None = None,
+) -> str:
+    """The key under which a gate's result is recorded: a change to any of these re-runs it.
+
+    `harness` (vLLM and lm-eval versions) defaults to what is installed here: what a measurement made now
+    would be made with.
+    """
+    found = harness if harness is not None else installed_harness()
     return input_key(
         artifact=content_sha256,
         gate=gate.model_dump(mode="json", exclude=_JUDGEMENT_FIELDS),
-        task=task_identity(manifest, gate),
+        task=task_identity(manifest, gate, harness=found),
         serve=public.identity(),
         harness={"vllm": found.get("vllm"), "lm_eval": found.get("lm_eval")},
     )
+
+
+def find_gate_record(
+    manifest: Manifest, gate: Gate, *, ledger: Ledger, artifact_id: str, content_sha256: str, public: ServeCommand,
+    any_harness: bool,
+) -> LedgerRecord | None:
+    """The newest "ok" record of `gate` for these inputs, or None.
+
+    Measuring (`any_harness=False`): the key includes the vLLM / lm-eval installed here, so a new harness
+    re-measures. Judging and rendering (`any_harness=True`) run where no vLLM is installed (a release's merge
+    and render jobs install hfrelease alone), so the harness versions are taken from each candidate record
+    and every other input must still match: the record's own key is recomputed with its versions, and a
+    record whose artifact, task, gate settings or serve command differ is never taken.
+    """
+    if not any_harness:
+        return ledger.latest(gate_input_key(manifest, gate, content_sha256=content_sha256, public=public))
+    found: LedgerRecord | None = None
+    keys: dict[tuple[str | None, str | None], str] = {}
+    for record in ledger.records(artifact_id=artifact_id, subject_id=gate.id, kind="gate"):
+        if record.status != "ok" or record.artifact_hash != content_sha256:
+            continue
+        harness = {"vllm": record.versions.get("vllm"), "lm_eval": record.versions.get("lm_eval")}
+        pair = (harness["vllm"], harness["lm_eval"])
+        if pair not in keys:
+            keys[pair] = gate_input_key(manifest, gate, content_sha256=content_sha256, public=public, harness=harness)
+        if record.input_key == keys[pair]:
+            found = record  # records() is oldest first: the last match is the newest
+    return found
 
 
 def resolve_model_dir(manifest: Manifest, artifact: Artifact, *, download: bool) -> Path | None:
@@ -116,10 +160,10 @@ def resolve_model_dir(manifest: Manifest, artifact: Artifact, *, download: bool)
         return manifest.resolve(artifact.source.path)
     if not download:
         return None
-    from huggingface_hub import snapshot_download
+    from hfrelease.sources import download_snapshot
 
-    assert artifact.source.hub is not None
-    return Path(snapshot_download(artifact.source.hub, revision=artifact.source.revision))
+    assert artifact.source.hub is not None and artifact.source.revision is not None
+    return download_snapshot(artifact.source.hub, artifact.source.revision)
 
 
 def plan_eval(
@@ -131,9 +175,15 @@ def plan_eval(
     gates: Sequence[str] = (),
     force: bool = False,
     download: bool = True,
+    any_harness: bool = False,
     hasher: Callable[..., ContentHash] = hash_artifact,
 ) -> EvalPlan:
-    """Which servers to start and which gates to run on each; recorded results are found by input key."""
+    """Which servers to start and which gates to run on each; recorded results are found by input key.
+
+    `download=False` never downloads a Hub source's weights: its identity comes from the Hub
+    (`hfrelease.sources`), so recorded results are still found. `any_harness` finds records made with
+    another vLLM / lm-eval than the one installed here (`find_gate_record`): for judging, not measuring.
+    """
     known_artifacts = [a.id for a in manifest.artifact]
     known_gates = [g.id for g in manifest.gate]
     problems = [
@@ -154,16 +204,28 @@ def plan_eval(
         ]
         if not chosen:
             continue
-        model_dir = resolve_model_dir(manifest, artifact, download=download)
-        content = hasher(model_dir, cache=hash_cache) if model_dir is not None else None
+        model_dir: Path | None = None
+        content: ContentHash | None = None
+        unknown = None
+        try:
+            model_dir, content = artifact_content(manifest, artifact, download=download, cache=hash_cache,
+                                                  hasher=hasher)
+        except ArtifactError as exc:
+            if download or artifact.source.hub is None:
+                raise
+            # Not downloading and the Hub cannot say (offline, say): a dry run still prints the plan, and
+            # a judge reports the gates as unrecorded with this reason.
+            unknown = exc.message
         public = build_serve_command(manifest, artifact, model=artifact.repo)
         jobs = []
         for gate in chosen:
             key = gate_input_key(manifest, gate, content_sha256=content.sha256, public=public) if content else ""
-            recorded = None if force or not content else ledger.latest(key)
+            recorded = None if force or content is None else find_gate_record(
+                manifest, gate, ledger=ledger, artifact_id=artifact.id, content_sha256=content.sha256,
+                public=public, any_harness=any_harness)
             jobs.append(GateJob(artifact_id=artifact.id, gate=gate, input_key=key, recorded=recorded))
         servers.append(ServerJob(artifact=artifact, model_dir=model_dir, content=content, public=public,
-                                 gates=tuple(jobs)))
+                                 gates=tuple(jobs), unknown=unknown))
     return EvalPlan(manifest=manifest, servers=tuple(servers))
 
 

@@ -22,8 +22,8 @@ from hfrelease.errors import ExitCode, HfreleaseError, MeasurementError
 from hfrelease.evaluation.comparison import Comparison, paired_comparison
 from hfrelease.evaluation.custom_gate import run_custom_gate
 from hfrelease.evaluation.lm_eval_gate import GateRun, generation_kwargs, run_lm_eval_gate
-from hfrelease.evaluation.plan import EvalPlan, GateJob, ServerJob, gate_input_key, resolve_model_dir
-from hfrelease.ledger.hashing import HashCache, hash_artifact
+from hfrelease.evaluation.plan import EvalPlan, GateJob, ServerJob, find_gate_record
+from hfrelease.ledger.hashing import HashCache
 from hfrelease.ledger.provenance import hardware, now_utc_iso, versions
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord
 from hfrelease.ledger.store import Ledger
@@ -32,6 +32,7 @@ from hfrelease.redact import redact_env
 from hfrelease.serving.command import ServeCommand, build_serve_command
 from hfrelease.serving.plugin import ensure_plugin
 from hfrelease.serving.process import VllmServer, check_identity, free_port, launch
+from hfrelease.sources import artifact_content
 
 Verdict = Literal["pass", "fail", "void", "reference", "no-reference"]
 AfterGates = Callable[[ServerJob, VllmServer, ServeCommand], None]
@@ -334,8 +335,13 @@ def judge(
     ledger: Ledger,
     measured: Mapping[tuple[str, str], LedgerRecord],
     hash_cache: HashCache | None,
+    any_harness: bool = False,
 ) -> list[GateRow]:
-    """Compare each artifact's gate result with the reference's, on the same samples."""
+    """Compare each artifact's gate result with the reference's, on the same samples.
+
+    `any_harness`: the reference's record may have been made with another vLLM / lm-eval than the one
+    installed here (judging where no vLLM is installed; see `find_gate_record`).
+    """
     manifest = plan.manifest
     reference = manifest.reference
     rows: list[GateRow] = []
@@ -370,7 +376,7 @@ def judge(
                 continue
             if gate.id not in reference_records:
                 reference_records[gate.id] = measured.get((reference.id, gate.id)) or _reference_record(
-                    manifest, gate, ledger=ledger, hash_cache=hash_cache)
+                    manifest, gate, ledger=ledger, hash_cache=hash_cache, any_harness=any_harness)
             ref = reference_records[gate.id]
             if ref is None or ref.status != "ok":
                 rows.append(replace(base, verdict="no-reference",
@@ -394,16 +400,18 @@ def _meets_floor(value: float, gate: Gate) -> bool:
 
 
 def _reference_record(
-    manifest: Manifest, gate: Gate, *, ledger: Ledger, hash_cache: HashCache | None
+    manifest: Manifest, gate: Gate, *, ledger: Ledger, hash_cache: HashCache | None, any_harness: bool = False
 ) -> LedgerRecord | None:
-    """The reference's recorded result for `gate` under the current inputs (not a stale one)."""
+    """The reference's recorded result for `gate` under the current inputs (not a stale one).
+
+    The reference is identified without downloading it (a Hub source from the Hub's listing), so a quant's
+    eval job, which serves only the quant, still compares it with the reference.
+    """
     reference = manifest.reference
     try:
-        model_dir = resolve_model_dir(manifest, reference, download=False)
+        _, content = artifact_content(manifest, reference, download=False, cache=hash_cache)
     except HfreleaseError:
         return None
-    if model_dir is None:
-        return None
-    content = hash_artifact(model_dir, cache=hash_cache)
     public = build_serve_command(manifest, reference, model=reference.repo)
-    return ledger.latest(gate_input_key(manifest, gate, content_sha256=content.sha256, public=public))
+    return find_gate_record(manifest, gate, ledger=ledger, artifact_id=reference.id, content_sha256=content.sha256,
+                            public=public, any_harness=any_harness)

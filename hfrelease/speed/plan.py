@@ -13,13 +13,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hfrelease.errors import ConfigError, ConfigProblem
-from hfrelease.evaluation.plan import resolve_model_dir
+from hfrelease.errors import ArtifactError, ConfigError, ConfigProblem
 from hfrelease.ledger.hashing import ContentHash, HashCache, hash_artifact
 from hfrelease.ledger.record import LedgerRecord, input_key
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Artifact, Manifest, Speculative, Workload
 from hfrelease.serving.command import ServeCommand, build_serve_command
+from hfrelease.sources import artifact_content
 from hfrelease.speed import bench
 
 NONE = "none"
@@ -179,8 +179,15 @@ def plan_speed(
 
     def content_of(artifact: Artifact) -> tuple[Path | None, ContentHash | None]:
         if artifact.id not in contents:
-            model_dir = resolve_model_dir(manifest, artifact, download=download)
-            contents[artifact.id] = (model_dir, hasher(model_dir, cache=hash_cache) if model_dir else None)
+            # A Hub source is hashed through the cache's links when downloaded, else identified from the
+            # Hub (hfrelease.sources); when the Hub cannot say (offline dry run) its points stay unkeyed.
+            try:
+                contents[artifact.id] = artifact_content(manifest, artifact, download=download, cache=hash_cache,
+                                                         hasher=hasher)
+            except ArtifactError:
+                if download or artifact.source.hub is None:
+                    raise
+                contents[artifact.id] = (None, None)
         return contents[artifact.id]
 
     prompt_hashes: dict[str, tuple[str, int]] = {}

@@ -1,0 +1,169 @@
+"""An artifact's files and content identity, from a local `path` or a Hub repo pinned to a commit.
+
+Two ways to the same identity (`hfrelease.ledger.hashing`: sha256 over the sha256sum lines of the
+`*.safetensors` files):
+
+- **From downloaded files.** A Hub source is downloaded once into the Hugging Face cache
+  (`snapshot_download` at the pinned revision) and hashed in place. The cache's `snapshots/<rev>/<file>`
+  entries are links to `../../blobs/<hash>`, so the hash follows links within the cache's repo folder
+  (`models--owner--name`), and nowhere else.
+- **From the Hub, without downloading weights.** At a pinned commit the Hub states each LFS file's sha256
+  (`list_repo_tree` / `get_paths_info`: `lfs.sha256`): exactly the digest hashing the downloaded file
+  gives, so a weight file's line is made from it without reading a byte of it. A weight file stored in
+  git itself (not LFS: the Hub gives only its git blob sha1) is downloaded -- such files are small -- and
+  hashed. Jobs that only judge or render (a merge job on a GitHub-hosted runner) use this path and never
+  download gigabytes; the identity is the one an eval runner computed from its download, so the records it
+  wrote are found.
+
+The Hub is reached through huggingface_hub's own endpoint (`HF_ENDPOINT`). With `HF_HUB_OFFLINE=1` (the
+demo and CI) nothing may reach huggingface.co, but the built-in Hub on this machine is part of hfrelease:
+offline mode is lifted for a loopback endpoint only, as `hfrelease.publish.target.open_hub` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from hfrelease.errors import ArtifactError
+from hfrelease.ledger.hashing import WEIGHT_SUFFIX, ContentHash, FileHash, HashCache, hash_artifact, hash_files
+from hfrelease.manifest import Artifact, Manifest
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+# Identities from the Hub already computed in this process: a pinned commit's files never change.
+_HUB_IDENTITIES: dict[tuple[str, str, str], ContentHash] = {}
+
+
+def hub_endpoint() -> str:
+    """The Hub huggingface_hub talks to (HF_ENDPOINT, read by huggingface_hub when it is imported)."""
+    from huggingface_hub import constants
+
+    return str(constants.ENDPOINT).rstrip("/")
+
+
+def is_loopback(url: str) -> bool:
+    return (urlsplit(url).hostname or "") in _LOOPBACK
+
+
+@contextlib.contextmanager
+def hub_access() -> Iterator[None]:
+    """huggingface_hub may reach the endpoint inside this block when it is the built-in Hub on this machine.
+
+    Offline mode stays on for any other endpoint: then only the local cache answers.
+    """
+    from huggingface_hub import constants
+
+    was_offline = constants.HF_HUB_OFFLINE
+    if was_offline and is_loopback(hub_endpoint()):
+        constants.HF_HUB_OFFLINE = False
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = was_offline
+
+
+def cache_repo_dir(snapshot: Path) -> Path | None:
+    """The cache's repo folder (`.../models--o--n`) of a `.../snapshots/<rev>` directory, else None."""
+    if snapshot.parent.name == "snapshots" and (snapshot.parent.parent / "blobs").is_dir():
+        return snapshot.parent.parent
+    return None
+
+
+def _hub_error(repo: str, revision: str, exc: Exception) -> ArtifactError:
+    endpoint = hub_endpoint()
+    offline = "" if is_loopback(endpoint) else " (HF_HUB_OFFLINE=1 allows only what is in the local cache)"
+    return ArtifactError(
+        f"{repo}@{revision[:12]}: cannot read it from {endpoint}{offline}: {exc}",
+        hint="Check the source's hub and revision in release.toml, HF_ENDPOINT and HF_TOKEN; "
+             "a pinned revision must be a commit the repo holds.",
+    )
+
+
+def download_snapshot(repo: str, revision: str) -> Path:
+    """The repo's files at `revision` in the Hugging Face cache, downloaded once (a second call reads nothing)."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        with hub_access():
+            return Path(snapshot_download(repo, revision=revision, endpoint=hub_endpoint()))
+    except Exception as exc:  # huggingface_hub raises many types (HTTP, offline, not found): all say the same
+        raise _hub_error(repo, revision, exc) from exc
+
+
+def hash_snapshot(snapshot: Path, *, cache: HashCache | None) -> ContentHash:
+    """The content hash of downloaded files, following the cache's links into its own `blobs/`."""
+    return hash_artifact(snapshot, cache=cache, link_root=cache_repo_dir(snapshot))
+
+
+def hub_content_hash(repo: str, revision: str, *, cache: HashCache | None = None) -> ContentHash:
+    """The identity of `repo` at `revision` from the Hub's listing: LFS weights by their stated sha256.
+
+    Equal to `hash_snapshot(download_snapshot(repo, revision))`; `bytes_read` counts only the non-LFS
+    weight files downloaded to hash them.
+    """
+    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub.hf_api import RepoFile
+
+    key = (hub_endpoint(), repo, revision)
+    if key in _HUB_IDENTITIES:
+        return _HUB_IDENTITIES[key]
+    try:
+        with hub_access():
+            listing = [e for e in HfApi(endpoint=key[0]).list_repo_tree(repo, revision=revision, recursive=True)
+                       if isinstance(e, RepoFile) and e.path.rsplit("/", 1)[-1].endswith(WEIGHT_SUFFIX)]
+    except Exception as exc:  # see download_snapshot
+        raise _hub_error(repo, revision, exc) from exc
+    if not listing:
+        raise ArtifactError(f"{repo}@{revision[:12]}: no {WEIGHT_SUFFIX} files",
+                            hint="Check the source's hub and revision in release.toml.")
+    files: list[FileHash] = []
+    bytes_read = 0
+    for entry in sorted(listing, key=lambda e: e.path):
+        if "\n" in entry.path or "\\" in entry.path:
+            raise ArtifactError(f"{repo}: the weight file name {entry.path!r} contains a newline or backslash")
+        if entry.lfs is not None:
+            files.append(FileHash(path=entry.path, size=entry.lfs.size, sha256=entry.lfs.sha256))
+            continue
+        try:
+            with hub_access():
+                local = Path(hf_hub_download(repo, entry.path, revision=revision, endpoint=key[0]))
+        except Exception as exc:  # see download_snapshot
+            raise _hub_error(repo, revision, exc) from exc
+        snapshot = local.parents[len(Path(entry.path).parts) - 1]
+        before = cache.bytes_read if cache is not None else 0
+        (digest,) = hash_files(snapshot, [entry.path], cache, link_root=cache_repo_dir(snapshot))
+        bytes_read += (cache.bytes_read - before) if cache is not None else digest.size
+        files.append(digest)
+    lines = "".join(f"{f.sha256}  {f.path}\n" for f in files)
+    found = ContentHash(sha256=hashlib.sha256(lines.encode("utf-8")).hexdigest(), files=tuple(files),
+                        bytes_read=bytes_read)
+    _HUB_IDENTITIES[key] = found
+    return found
+
+
+def artifact_content(
+    manifest: Manifest,
+    artifact: Artifact,
+    *,
+    download: bool,
+    cache: HashCache | None,
+    hasher: Callable[..., ContentHash] = hash_artifact,
+) -> tuple[Path | None, ContentHash]:
+    """The artifact's local files (None for a Hub source not downloaded) and its content identity.
+
+    A local `path` is hashed where it is. A Hub source is downloaded when `download` (a job that serves
+    it) and hashed through the cache's links, else identified from the Hub without its weights.
+    """
+    source = artifact.source
+    if source.path is not None:
+        directory = manifest.resolve(source.path)
+        return directory, hasher(directory, cache=cache)
+    assert source.hub is not None and source.revision is not None
+    if not download:
+        return None, hub_content_hash(source.hub, source.revision, cache=cache)
+    snapshot = download_snapshot(source.hub, source.revision)
+    return snapshot, hasher(snapshot, cache=cache, link_root=cache_repo_dir(snapshot))
