@@ -103,6 +103,10 @@ class RepoBundle:
     content_hash: str  # sha256 of the weights, as ledger records and cards cite it
     notes: tuple[str, ...] = ()
     plugin: PluginReport | None = None
+    # Set when the artifact is sourced from its own repo (source.hub == repo) at this pinned revision: the
+    # weights are already there, so publishing adds the card and friends on top and must find the repo
+    # still holding exactly these weights (`hfrelease.publish.release.check_pinned_weights`).
+    pinned: str | None = None
 
     def file(self, path: str) -> BundleFile | None:
         return next((f for f in self.files if f.path == path), None)
@@ -202,28 +206,42 @@ def bundle_family(
     )  # fmt: skip
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Source:
+    """The artifact's checkpoint: its directory, the bound its links may point within, and its Hub origin.
+
+    `hub` is "owner/name@<revision>" for a Hub source, whose directory is a snapshot in the Hugging Face
+    cache: messages then name the file by its place in the Hub repo, never by the cache path (which a user
+    cannot declare or edit).
+    """
+
+    directory: Path
+    bound: Path
+    hub: str | None = None
+
+    def shown(self, rel: str) -> str:
+        return f"{self.hub}/{rel}" if self.hub else str(self.directory / rel)
+
+
 def _source_dir(
     manifest: Manifest, artifact: Artifact, candidates: _Candidates, fetcher: SourceFetcher | None
-) -> tuple[Path, Path] | None:
-    """(directory, link bound) of the artifact's checkpoint, downloading a Hub source if need be."""
+) -> _Source | None:
+    """The artifact's checkpoint, downloading a Hub source (once, into the Hugging Face cache) if need be."""
     source = artifact.source
     if source.path is not None:
         directory = manifest.resolve(source.path)
         if not directory.is_dir():
             candidates.refuse(directory, "the artifact's source directory does not exist", "build or fix source.path")
             return None
-        return directory, directory
+        return _Source(directory=directory, bound=directory)
     if source.hub is None or source.revision is None:  # the manifest's validator guarantees one or the other
         return None
-    if fetcher is None:
-        from huggingface_hub import snapshot_download
+    from hfrelease.sources import cache_repo_dir, download_snapshot
 
-        def fetcher(repo: str, revision: str) -> Path:
-            return Path(snapshot_download(repo, revision=revision))
-
-    snapshot = fetcher(source.hub, source.revision)
+    snapshot = (fetcher or download_snapshot)(source.hub, source.revision)
     # A cache snapshot's files link to ../../blobs/: the repo folder of the cache bounds them.
-    return snapshot, snapshot.resolve().parent.parent
+    bound = cache_repo_dir(snapshot) or snapshot.resolve().parent.parent
+    return _Source(directory=snapshot, bound=bound, hub=f"{source.hub}@{source.revision[:12]}")
 
 
 def _trust_remote_code(manifest: Manifest, artifact: Artifact) -> bool:
@@ -237,16 +255,18 @@ def _plugin_path(manifest: Manifest, artifact: Artifact) -> Path | None:
 
 
 def _gather(
-    manifest: Manifest, artifact: Artifact, source: tuple[Path, Path] | None, found: _Candidates
+    manifest: Manifest, artifact: Artifact, source: _Source | None, found: _Candidates
 ) -> Path | None:
     """Collect every candidate file of `artifact` into `found`; return its plugin directory, if any."""
-    declared = _declared(manifest, artifact, source[0] if source else None, found)
+    declared = _declared(manifest, artifact, source.directory if source else None, found)
     # Declared files already judged (accepted or refused) are not judged again by the directory walks.
     claimed = {manifest.resolve(relative) for relative in artifact.files}
-    if source is not None:
-        directory, bound = source
+    if source is not None and source.hub is not None:
+        _gather_hub(manifest, artifact, source, found)
+    elif source is not None:
+        directory = source.directory
         trust = _trust_remote_code(manifest, artifact)
-        for rel, real in _walk(directory, bound, found):
+        for rel, real in _walk(directory, source.bound, found):
             if real in claimed:
                 continue
             if _refused_name(rel, real, found):
@@ -274,6 +294,37 @@ def _gather(
             if not _refused_name(rel, real, found):
                 found.add(PLUGIN_PREFIX + rel, real, "plugin")
     return plugin
+
+
+def _gather_hub(manifest: Manifest, artifact: Artifact, source: _Source, found: _Candidates) -> None:
+    """The model files of a Hub snapshot; what else the Hub repo holds is named in a note, never refused.
+
+    A Hub repo always holds a `.gitattributes` (its LFS rules): it belongs to the repo and is never part of
+    a bundle (`RESERVED`; the published repo keeps its own). Other files of the source repo that are not
+    model files (its README, a LICENSE, pickled duplicates of the weights) are not carried into the
+    release: nothing local can be "declared" for them, so they are listed instead of refused. A credential
+    or a pasted token is still refused: it must be removed on the Hub and the new revision pinned.
+    """
+    trust = _trust_remote_code(manifest, artifact)
+    left: list[str] = []
+    for rel, real in _walk(source.directory, source.bound, found):
+        if rel in RESERVED:
+            continue
+        name = Path(rel).name
+        if rules.is_secret_name(name) or (
+            real.stat().st_size <= rules.SCAN_LIMIT and rules.contains_token(name, real.read_bytes())
+        ):
+            found.refuse(source.shown(rel), "looks like a credential in the Hub source",
+                         "delete it from the repo on the Hub and pin the new revision in source.revision")
+        elif rules.is_model_file(rel, trust_remote_code=trust) and not rules.is_pickle(name):
+            found.add(rel, real, rules.role_of(rel))
+        else:
+            left.append(rel)
+    if left:
+        shown = ", ".join(left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
+        same_repo = artifact.source.hub == artifact.repo
+        fate = "removed from the repo by the release commit" if same_repo else "not published"
+        found.notes.append(f"not carried over from {source.hub} (not model files; {fate}): {shown}")
 
 
 def _declared(manifest: Manifest, artifact: Artifact, source: Path | None, found: _Candidates) -> dict[Path, str]:
@@ -443,9 +494,14 @@ def _repo_bundle(
                    content=content)
     )  # fmt: skip
     notes = list(found.notes)
+    source = artifact.source
+    pinned = source.revision if source.hub is not None and source.hub == artifact.repo else None
+    if pinned is not None:
+        notes.append(f"weights already in {artifact.repo} at the pinned {pinned[:12]}: not uploaded again; the "
+                     "release commit adds the card and its files on top")
     if not weights:
         notes.append("no *.safetensors weights: the repo will hold no model")
     return RepoBundle(
         artifact_id=artifact.id, repo=artifact.repo, files=tuple(sorted(files, key=lambda f: f.path)),
-        content_hash=content_hash, notes=tuple(notes), plugin=plugin,
+        content_hash=content_hash, notes=tuple(notes), plugin=plugin, pinned=pinned,
     )  # fmt: skip

@@ -155,6 +155,33 @@ def check_tags(plan: ReleasePlan) -> None:
         )
 
 
+def check_pinned_weights(plan: ReleasePlan) -> None:
+    """A repo whose weights are its own at a pinned revision must still hold exactly them on main.
+
+    Publishing an artifact sourced from the repo it is published to (source.hub == repo, the flagship's
+    quants) never uploads its weights: they are in the repo, and the release commit only adds the card,
+    citation, results, plugin and MANIFEST on top. If main's weights are no longer the pinned ones (someone
+    pushed new weights after the pin), publishing would either describe weights the repo does not hold or
+    overwrite the newer ones with the pinned ones; both are refused, for every repo at once, before
+    anything is written.
+    """
+    moved = []
+    for r in plan.repos:
+        if r.bundle.pinned is None or r.tag_state == "released":
+            continue
+        weights = {f.path for f in r.bundle.files if f.role == "weights"}
+        differ = sorted(f.path for f in (*r.changes.added, *r.changes.changed) if f.path in weights)
+        if differ:
+            shown = ", ".join(differ[:5]) + (" ..." if len(differ) > 5 else "")
+            moved.append(f"  - {r.repo}: main does not hold the weights pinned at {r.bundle.pinned[:12]} ({shown})")
+    if moved:
+        raise PublishError(
+            "the weights of a repo published from itself have changed since they were pinned:\n" + "\n".join(moved),
+            hint="Nothing was changed. Pin the revision whose weights you evaluated (source.revision = the commit "
+            "main holds now, then re-run eval), or restore those weights on main.",
+        )
+
+
 def execute_release(
     plan: ReleasePlan,
     api: HfApi,
@@ -175,6 +202,7 @@ def execute_release(
     run = run_id or uuid.uuid4().hex
     resume = resume_command or "the same `hfrelease publish` command (without --pr)"
     check_tags(plan)
+    check_pinned_weights(plan)
     for r in plan.repos:
         released = r.tag_state == "released"
         emit(RepoPlanned(repo=r.repo, bytes_to_send=0 if released else r.changes.bytes_to_send, released=released))
