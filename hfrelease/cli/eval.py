@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from rich.console import RenderableType
 
@@ -110,27 +110,23 @@ def eval_(
 
 def _print_plan(plan: EvalPlan, *, as_json: bool) -> None:
     from hfrelease.cli.output import out_console, print_json
-    from hfrelease.evaluation.plan import describe_gate
-    from hfrelease.serving.command import build_serve_command
+    from hfrelease.evaluation.plan import describe_gate, model_files, serve_command
 
     servers: list[dict[str, Any]] = []
     for job in plan.servers:
-        model = str(job.model_dir) if job.model_dir else job.artifact.repo
-        command = build_serve_command(plan.manifest, job.artifact, model=model, host="127.0.0.1", port=0)
-        argv = [("<port>" if a == "0" and i and command.argv[i - 1] == "--port" else a)
-                for i, a in enumerate(command.argv)]
-        run = command.display().replace("--port 0", "--port <port>")
+        # The runner's own command builders, with placeholders for what only exists at run time.
+        command = serve_command(plan.manifest, job, port=0)
+        argv = _port_placeholder(command.argv)
         base = "http://127.0.0.1:<port>"
-        tokenizer = str(job.model_dir) if job.model_dir else None
+        files = model_files(job.artifact, job.model_dir)
         servers.append({
             "artifact": job.artifact.id,
-            "serve": run,
+            "serve": _display_with_port(command),
             "argv": argv,
             "plugin": command.plugin,
             "gates": [
                 {"gate": g.gate.id, "cached": not g.pending, "input_key": g.input_key or None,
-                 "command": describe_gate(plan.manifest, g, base_url=base, model=job.artifact.repo,
-                                          tokenizer=tokenizer if g.gate.api == "completions" else None)}
+                 "command": describe_gate(plan.manifest, g, base_url=base, model=job.artifact.repo, files=files)}
                 for g in job.gates
             ],
         })
@@ -147,6 +143,17 @@ def _print_plan(plan: EvalPlan, *, as_json: bool) -> None:
         for gate in server["gates"]:
             mark = "recorded" if gate["cached"] else "run"
             out_console.print(f"    [{mark}] {gate['gate']}: {gate['command']}", soft_wrap=True, markup=False)
+
+
+def _port_placeholder(argv: Sequence[str]) -> list[str]:
+    """`argv` built with port 0, the value of `--port` shown as `<port>` (the runner picks a free one)."""
+    return [("<port>" if word == "0" and i and argv[i - 1] == "--port" else word) for i, word in enumerate(argv)]
+
+
+def _display_with_port(command: ServeCommand) -> str:
+    from dataclasses import replace
+
+    return replace(command, argv=tuple(_port_placeholder(command.argv))).display()
 
 
 class _LiveView:
@@ -398,32 +405,23 @@ def _run_with_speed(show_gates: Callable[[], None], gate_code: int, session: Spe
 
 def _speed_plan_dict(plan: SpeedPlan, gate_servers: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
     from hfrelease.speed import bench
-    from hfrelease.speed.runner import bench_request, point_path, serve_command, warmup_requests
+    from hfrelease.speed.runner import point_steps, serve_command
 
     servers: list[dict[str, Any]] = []
     for job in plan.servers:
+        # The runner's own command builders, with placeholders for what only exists at run time.
         base = "http://127.0.0.1:<port>"
         points = []
         for point in job.points:
-            commands: list[str] = []
-            if job.model_dir is not None:
-                request = bench_request(plan, job, point, base_url=base)
-                result_dir = Path("<run dir>") / point_path(job, point)
-                for warm, name in warmup_requests(request, point.workload.warmups):
-                    commands.append(bench.display(bench.bench_argv(warm, vllm="vllm", result_dir=result_dir,
-                                                                   result_filename=name)))
-                commands += [bench.display(bench.bench_argv(request, vllm="vllm", result_dir=result_dir,
-                                                            result_filename=f"r{i}.json"))
-                             for i in range(point.workload.repeats)]
+            steps = point_steps(plan, job, point, base_url=base, run_dir=Path("<run dir>"))
             points.append({"workload": point.workload.id, "concurrency": point.concurrency,
                            "repeats": point.workload.repeats, "warmups": point.workload.warmups,
-                           "cached": not point.pending, "input_key": point.input_key or None, "commands": commands})
-        serve = None
-        if job.model_dir is not None:
-            serve = serve_command(plan, job, port=0).display().replace("--port 0", "--port <port>")
+                           "cached": not point.pending, "input_key": point.input_key or None,
+                           "commands": [bench.display(step.argv) for step in steps]})
+        command = serve_command(plan, job, port=0)
         servers.append({"artifact": job.artifact.id, "speculative": job.spec_id,
-                        "draft": job.draft.id if job.draft else None, "serve": serve,
-                        "plugin": job.public.plugin, "points": points,
+                        "draft": job.draft.id if job.draft else None, "serve": _display_with_port(command),
+                        "argv": _port_placeholder(command.argv), "plugin": job.public.plugin, "points": points,
                         "on_gate_server": job.speculative is None and job.artifact.id in gate_servers})
     return {"family": plan.manifest.family.name, "pending": plan.pending, "servers": servers}
 

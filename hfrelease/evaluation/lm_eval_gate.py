@@ -10,6 +10,8 @@ the number recorded is the number lm-eval reports.
 from __future__ import annotations
 
 import hashlib
+import json
+import shlex
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -146,27 +148,91 @@ def sample_hash(samples: Sequence[Mapping[str, Any]]) -> str:
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()
 
 
-def run_lm_eval_gate(
+# Flags of lm-eval's command line (lm-eval 0.4.13, `lm_eval/_cli/run.py` and `config/evaluate_config.py`) for the
+# `simple_evaluate` arguments hfrelease sets; `LmEvalCall.argv` refuses any other, so every argument the
+# Python call receives has a printed form.
+_SEED_ARGUMENTS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LmEvalCall:
+    """One lm-eval run as data, built once: `run_lm_eval_gate` passes it to lm-eval's Python API and
+    `argv` renders it as the `lm_eval` command line that does the same, so the two cannot drift.
+
+    `model_args` are the model class's constructor arguments (`--model_args`, given as JSON so that every
+    value keeps its type); lm-eval's command line also hands them to the task manager as metadata, and so
+    does the Python call. `evaluate` holds the other `simple_evaluate` arguments.
+    """
+
+    model: str  # lm-eval's registry name of the model class
+    model_args: Mapping[str, Any]
+    tasks: tuple[str, ...]
+    include_path: str | None
+    evaluate: Mapping[str, Any]
+
+    def argv(self, *, output_path: str, executable: str = "lm_eval") -> list[str]:
+        """The `lm_eval` argv; `output_path` is where lm-eval's CLI writes results and samples (a file
+        output only: the Python call keeps them in memory)."""
+        argv = [executable, "--model", self.model, "--model_args", _json(self.model_args),
+                "--tasks", ",".join(self.tasks)]  # fmt: skip
+        if self.include_path is not None:
+            argv += ["--include_path", self.include_path]
+        options = dict(self.evaluate)
+        seeds = [options.pop(name, None) for name in _SEED_ARGUMENTS]
+        # `--seed N` sets all four generators; without it lm-eval seeds 0,1234,1234,1234.
+        if any(seed is not None for seed in seeds):
+            argv += ["--seed", str(seeds[0]) if len(set(seeds)) == 1 else ",".join(map(str, seeds))]
+        chat = options.pop("apply_chat_template", False)
+        if chat is True:
+            argv.append("--apply_chat_template")
+        elif chat:
+            argv += ["--apply_chat_template", str(chat)]
+        # lm-eval's CLI turns fewshot_as_multiturn on with a chat template and leaves it unset (None) without.
+        multiturn = options.pop("fewshot_as_multiturn", None)
+        if multiturn != (True if chat else None):
+            argv += ["--fewshot_as_multiturn", str(bool(multiturn)).lower()]
+        gen_kwargs = options.pop("gen_kwargs", None)
+        if gen_kwargs:
+            argv += ["--gen_kwargs", _json(gen_kwargs)]
+        for name, flag in (("num_fewshot", "--num_fewshot"), ("limit", "--limit"),
+                           ("system_instruction", "--system_instruction")):
+            value = options.pop(name, None)
+            if value is not None:
+                argv += [flag, str(value)]
+        if options.pop("log_samples", False):
+            argv.append("--log_samples")
+        if options:
+            raise ValueError(f"no lm_eval flag for simple_evaluate argument(s) {sorted(options)}")
+        return [*argv, "--output_path", output_path]
+
+    def display(self, *, output_path: str, executable: str = "lm_eval") -> str:
+        """The command line, quoted for a POSIX shell."""
+        return shlex.join(self.argv(output_path=output_path, executable=executable))
+
+
+def _json(value: Any) -> str:
+    # JSON, not lm-eval's key=value form: that form splits on commas and re-types values ("1e5" becomes a
+    # float, "None" None), JSON keeps each value as the Python call receives it.
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def lm_eval_call(
     gate: Gate,
     *,
     base_url: str,
     model: str,
     task_dir: Path | None,
     tokenizer: str | None,
-    on_progress: Progress | None = None,
-) -> GateRun:
-    """Run `gate` (an lm-eval task) against the server at `base_url` serving `model`.
+    tokenizer_revision: str | None = None,
+) -> LmEvalCall:
+    """The lm-eval run of `gate` against the server at `base_url` serving `model`.
 
-    `tokenizer` is a local tokenizer directory (needed for log-likelihood tasks, and so that nothing is
-    fetched from the Hub); None for chat gates, which send text and need none.
+    `tokenizer` is a local tokenizer directory, or a Hub repo id at `tokenizer_revision` (needed for
+    log-likelihood tasks, and so that nothing is fetched from the Hub); None for chat gates, which send text
+    and need none.
     """
-    import lm_eval
-    from lm_eval.tasks import TaskManager
-
     assert gate.task is not None
-    chat_cls, completions_cls = _model_classes()
-    observer = _Observer(on_progress=on_progress)
-    common: dict[str, Any] = {
+    model_args: dict[str, Any] = {
         "model": model,
         "num_concurrent": gate.num_concurrent,
         "max_retries": 3,
@@ -174,33 +240,57 @@ def run_lm_eval_gate(
         "max_gen_toks": gate.max_tokens,
         "timeout": 3600,
     }
-    if tokenizer:
-        common |= {"tokenizer": tokenizer, "tokenizer_backend": "huggingface"}
-    else:
-        common |= {"tokenizer_backend": None}
     if gate.api == "chat":
-        # think_end_token: without a reasoning parser the answer follows </think> in `content`.
-        lm = chat_cls(base_url=f"{base_url}/v1/chat/completions", think_end_token="</think>", **common)  # noqa: S106
+        # think_end_token: without a reasoning parser the answer follows </think> in `content`; lm-eval keeps
+        # only what follows it (a thinking gate scored on its think block would fail every sample).
+        model_args |= {"base_url": f"{base_url}/v1/chat/completions", "think_end_token": "</think>"}
     else:
-        lm = completions_cls(base_url=f"{base_url}/v1/completions", tokenized_requests=False, **common)
-    lm.observer = observer
-
-    task_manager = TaskManager(include_path=str(task_dir) if task_dir else None)
-    results = lm_eval.simple_evaluate(
-        model=lm,
-        tasks=[gate.task],
-        num_fewshot=gate.num_fewshot,
-        limit=gate.limit,
-        gen_kwargs=generation_kwargs(gate),
-        task_manager=task_manager,
-        apply_chat_template=gate.api == "chat",
-        log_samples=True,
-        random_seed=gate.seed,
-        numpy_random_seed=gate.seed,
-        torch_random_seed=gate.seed,
-        fewshot_random_seed=gate.seed,
-        bootstrap_iters=1000,
+        model_args |= {"base_url": f"{base_url}/v1/completions", "tokenized_requests": False}
+    if tokenizer:
+        model_args |= {"tokenizer": tokenizer, "tokenizer_backend": "huggingface"}
+        if tokenizer_revision:
+            model_args["revision"] = tokenizer_revision
+    else:
+        model_args["tokenizer_backend"] = None
+    chat = gate.api == "chat"
+    evaluate: dict[str, Any] = {
+        "num_fewshot": gate.num_fewshot,
+        "limit": gate.limit,
+        "gen_kwargs": generation_kwargs(gate),
+        "apply_chat_template": chat,
+        "fewshot_as_multiturn": True if chat else None,  # what lm-eval's CLI passes
+        "log_samples": True,
+        **dict.fromkeys(_SEED_ARGUMENTS, gate.seed),
+    }
+    return LmEvalCall(
+        model="local-chat-completions" if chat else "local-completions",
+        model_args=model_args,
+        tasks=(gate.task,),
+        include_path=str(task_dir) if task_dir else None,
+        evaluate=evaluate,
     )
+
+
+def run_lm_eval_gate(gate: Gate, call: LmEvalCall, *, on_progress: Progress | None = None) -> GateRun:
+    """Run `call` (the lm-eval run of `gate`, from `lm_eval_call`) through lm-eval's Python API.
+
+    Exactly what `lm_eval` does with `call.argv()`, except that hfrelease's model classes observe each
+    response and nothing is written to files. Bootstrap stderrs use lm-eval's default iteration count,
+    which its command line cannot change.
+    """
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    chat_cls, completions_cls = _model_classes()
+    classes = {"local-chat-completions": chat_cls, "local-completions": completions_cls}
+    observer = _Observer(on_progress=on_progress)
+    lm = classes[call.model](**call.model_args)
+    lm.observer = observer
+    # lm-eval's command line gives the task manager the model arguments as metadata (EvaluatorConfig).
+    metadata = dict(call.model_args)
+    task_manager = TaskManager(include_path=call.include_path, metadata=metadata)
+    results = lm_eval.simple_evaluate(model=lm, tasks=list(call.tasks), task_manager=task_manager,
+                                      metadata=metadata, **call.evaluate)
     if results is None:
         raise MeasurementError(f"lm-eval returned no results for {gate.task}")
     return _collect(gate, results, observer)

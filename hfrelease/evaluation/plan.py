@@ -16,7 +16,7 @@ from typing import Any
 
 from hfrelease.errors import ArtifactError, ConfigError, ConfigProblem
 from hfrelease.evaluation.custom_gate import custom_gate_argv
-from hfrelease.evaluation.lm_eval_gate import generation_kwargs
+from hfrelease.evaluation.lm_eval_gate import LmEvalCall, lm_eval_call
 from hfrelease.ledger.hashing import ContentHash, HashCache, hash_artifact
 from hfrelease.ledger.record import LedgerRecord, input_key
 from hfrelease.ledger.store import Ledger
@@ -166,6 +166,43 @@ def resolve_model_dir(manifest: Manifest, artifact: Artifact, *, download: bool)
     return download_snapshot(artifact.source.hub, artifact.source.revision)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ModelFiles:
+    """Where vLLM and the tokenizers read an artifact from: its local directory, or (in a dry run, before a
+    Hub source is downloaded) its Hub repo id at the pinned commit, which `vllm serve --revision` and
+    lm-eval's `revision` fetch exactly as the run's download does."""
+
+    name: str
+    revision: str | None = None
+
+    @property
+    def local_dir(self) -> str:
+        """A directory for tools that take no revision (`vllm bench serve --tokenizer`): the local one, or
+        the Hub cache's snapshot of the pinned commit, where the download (or `vllm serve --revision`) puts it."""
+        if self.revision is None:
+            return self.name
+        from huggingface_hub import constants
+        from huggingface_hub.file_download import repo_folder_name
+
+        folder = repo_folder_name(repo_id=self.name, repo_type="model")
+        return str(Path(constants.HF_HUB_CACHE) / folder / "snapshots" / self.revision)
+
+
+def model_files(artifact: Artifact, model_dir: Path | None) -> ModelFiles:
+    """`model_dir` when the files are local (or downloaded), else the artifact's pinned Hub source."""
+    if model_dir is not None:
+        return ModelFiles(name=str(model_dir))
+    assert artifact.source.hub is not None and artifact.source.revision is not None
+    return ModelFiles(name=artifact.source.hub, revision=artifact.source.revision)
+
+
+def serve_command(manifest: Manifest, job: ServerJob, *, port: int, vllm: str = "vllm") -> ServeCommand:
+    """The `vllm serve` command of a gate server: what the runner starts and what --dry-run prints."""
+    files = model_files(job.artifact, job.model_dir)
+    return build_serve_command(manifest, job.artifact, model=files.name, revision=files.revision,
+                               host="127.0.0.1", port=port, vllm=vllm)
+
+
 def plan_eval(
     manifest: Manifest,
     *,
@@ -229,37 +266,23 @@ def plan_eval(
     return EvalPlan(manifest=manifest, servers=tuple(servers))
 
 
-def lm_eval_command(gate: Gate, *, base_url: str, model: str, task_dir: Path | None, tokenizer: str | None) -> str:
-    """The `lm_eval` command line equivalent to what hfrelease runs through the Python API (for --dry-run)."""
-    import json
-
-    if gate.api == "chat":
-        model_type, url = "local-chat-completions", f"{base_url}/v1/chat/completions"
-    else:
-        model_type, url = "local-completions", f"{base_url}/v1/completions"
-    model_args = f"base_url={url},model={model},num_concurrent={gate.num_concurrent},seed={gate.seed}"
-    model_args += f",tokenizer={tokenizer},tokenizer_backend=huggingface" if tokenizer else ",tokenizer_backend=None"
-    argv = ["lm_eval", "--model", model_type, "--model_args", model_args, "--tasks", str(gate.task),
-            "--gen_kwargs", json.dumps(generation_kwargs(gate), separators=(",", ":")), "--seed", str(gate.seed),
-            "--log_samples", "--output_path", "<run dir>"]
-    if gate.api == "chat":
-        argv.append("--apply_chat_template")
-    if gate.limit is not None:
-        argv += ["--limit", str(gate.limit)]
-    if gate.num_fewshot is not None:
-        argv += ["--num_fewshot", str(gate.num_fewshot)]
-    if task_dir is not None:
-        argv += ["--include_path", str(task_dir)]
-    return shlex.join(argv)
+def gate_call(manifest: Manifest, gate: Gate, *, base_url: str, model: str, files: ModelFiles) -> LmEvalCall:
+    """The lm-eval run of an lm-eval gate: what the runner passes to lm-eval and what --dry-run prints."""
+    tokenizer = files if gate.api == "completions" else None
+    return lm_eval_call(gate, base_url=base_url, model=model,
+                        task_dir=manifest.resolve(gate.task_dir) if gate.task_dir else None,
+                        tokenizer=tokenizer.name if tokenizer else None,
+                        tokenizer_revision=tokenizer.revision if tokenizer else None)
 
 
-def describe_gate(manifest: Manifest, job: GateJob, *, base_url: str, model: str, tokenizer: str | None) -> str:
+def describe_gate(manifest: Manifest, job: GateJob, *, base_url: str, model: str, files: ModelFiles,
+                  run_dir: str = "<run dir>") -> str:
     """The exact invocation of one gate, as a shell line."""
     gate = job.gate
     if gate.task is not None:
-        task_dir = manifest.resolve(gate.task_dir) if gate.task_dir else None
-        return lm_eval_command(gate, base_url=base_url, model=model, task_dir=task_dir, tokenizer=tokenizer)
+        call = gate_call(manifest, gate, base_url=base_url, model=model, files=files)
+        return call.display(output_path=str(Path(run_dir) / "lm-eval" / job.artifact_id / gate.id))
     if gate.command is not None:
-        argv = custom_gate_argv(gate, base_url=base_url, model=model, out=Path("<run dir>/report.json"))
+        argv = custom_gate_argv(gate, base_url=base_url, model=model, out=Path(run_dir) / "report.json")
         return f"(cd {shlex.quote(str(manifest.root))} && {shlex.join(argv)})"
     return f"{sys.executable} -c 'import {gate.entry_point}' (entry point, called in-process)"

@@ -22,7 +22,16 @@ from hfrelease.errors import ExitCode, HfreleaseError, MeasurementError
 from hfrelease.evaluation.comparison import Comparison, paired_comparison
 from hfrelease.evaluation.custom_gate import run_custom_gate
 from hfrelease.evaluation.lm_eval_gate import GateRun, generation_kwargs, run_lm_eval_gate
-from hfrelease.evaluation.plan import EvalPlan, GateJob, ServerJob, find_gate_record
+from hfrelease.evaluation.plan import (
+    EvalPlan,
+    GateJob,
+    ModelFiles,
+    ServerJob,
+    find_gate_record,
+    gate_call,
+    model_files,
+    serve_command,
+)
 from hfrelease.ledger.hashing import HashCache
 from hfrelease.ledger.provenance import hardware, now_utc_iso, versions
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord
@@ -196,8 +205,7 @@ def _start(
     artifact = job.artifact
     assert job.model_dir is not None
     port = free_port()
-    command = build_serve_command(manifest, artifact, model=str(job.model_dir), host="127.0.0.1", port=port,
-                                  vllm=vllm_executable())
+    command = serve_command(manifest, job, port=port, vllm=vllm_executable())
     if command.plugin:
         events.server_state(artifact.id, "installing plugin")
         ensure_plugin(manifest.resolve(command.plugin), echo=events.log)
@@ -231,7 +239,8 @@ def _run_gates(
         failure: MeasurementError | None = None
         try:
             with stderr_to(log_dir / "lm-eval.log"):
-                run = _measure(manifest, gate, base_url=base_url, model=model, model_dir=job.model_dir,
+                run = _measure(manifest, gate, base_url=base_url, model=model,
+                               files=model_files(job.artifact, job.model_dir),
                                on_progress=lambda d, t, a=aid, g=gate.id: events.gate_progress(a, g, d, t))
         except KeyboardInterrupt:
             if server is not None and server.died is not None:
@@ -260,14 +269,11 @@ def _run_gates(
 
 
 def _measure(
-    manifest: Manifest, gate: Gate, *, base_url: str, model: str, model_dir: Path | None,
-    on_progress: Any,
+    manifest: Manifest, gate: Gate, *, base_url: str, model: str, files: ModelFiles, on_progress: Any,
 ) -> GateRun:
     if gate.task is not None:
-        tokenizer = str(model_dir) if gate.api == "completions" and model_dir is not None else None
-        task_dir = manifest.resolve(gate.task_dir) if gate.task_dir else None
-        return run_lm_eval_gate(gate, base_url=base_url, model=model, task_dir=task_dir, tokenizer=tokenizer,
-                                on_progress=on_progress)
+        call = gate_call(manifest, gate, base_url=base_url, model=model, files=files)
+        return run_lm_eval_gate(gate, call, on_progress=on_progress)
     return run_custom_gate(gate, base_url=base_url, model=model, cwd=manifest.root)
 
 

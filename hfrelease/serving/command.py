@@ -56,7 +56,9 @@ def merged_serve(defaults: Serve, override: Serve | None) -> Serve:
     return Serve.model_validate(values)
 
 
-def speculative_config(spec: Speculative, *, draft_model: str | None) -> dict[str, object]:
+def speculative_config(
+    spec: Speculative, *, draft_model: str | None, draft_revision: str | None = None
+) -> dict[str, object]:
     """vLLM's --speculative-config JSON for a manifest speculative config."""
     config: dict[str, object] = {"method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens}
     if spec.method == "ngram":
@@ -67,6 +69,8 @@ def speculative_config(spec: Speculative, *, draft_model: str | None) -> dict[st
         if draft_model is None:
             raise ValueError(f"speculative config {spec.id!r} needs the draft model's location")
         config["model"] = draft_model
+        if draft_revision is not None:
+            config["revision"] = draft_revision
     return config
 
 
@@ -77,6 +81,8 @@ def build_serve_command(
     model: str,
     speculative: Speculative | None = None,
     draft_model: str | None = None,
+    revision: str | None = None,
+    draft_revision: str | None = None,
     host: str | None = None,
     port: int | None = None,
     vllm: str = "vllm",
@@ -84,11 +90,15 @@ def build_serve_command(
     """The `vllm serve` command for `artifact` at `model` (a local directory or a Hub repo id).
 
     `host`/`port` are left out for the public form a card prints; hfrelease passes them when it runs it.
+    `revision` / `draft_revision` pin a Hub repo id given as `model` / `draft_model` (a dry run's form of
+    a Hub source that is not downloaded yet).
     """
     serve = merged_serve(manifest.serve, artifact.serve)
     argv: list[str] = [vllm, "serve", model]
     if model != artifact.repo:  # served under its Hub name wherever the files come from
         argv += ["--served-model-name", artifact.repo]
+    if revision is not None:
+        argv += ["--revision", revision]
     if host is not None:
         argv += ["--host", host]
     if port is not None:
@@ -111,7 +121,7 @@ def build_serve_command(
         argv += ["--tool-call-parser", serve.tool_call_parser]
     argv += serve.args or []
     if speculative is not None:
-        config = speculative_config(speculative, draft_model=draft_model)
+        config = speculative_config(speculative, draft_model=draft_model, draft_revision=draft_revision)
         argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
     return ServeCommand(
         argv=tuple(argv),

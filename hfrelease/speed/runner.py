@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from hfrelease import __version__
 from hfrelease.errors import ExitCode, MeasurementError, ServerError
+from hfrelease.evaluation.plan import model_files
 from hfrelease.ledger.atomic import write_atomic
 from hfrelease.ledger.provenance import hardware, now_utc_iso, versions
 from hfrelease.ledger.record import LedgerRecord, Metric, ServeRecord
@@ -297,11 +298,14 @@ def _rows(plan: SpeedPlan, measured: Mapping[str, LedgerRecord]) -> list[SpeedRo
 
 
 def serve_command(plan: SpeedPlan, job: SpeedServerJob, *, port: int, vllm: str = "vllm") -> ServeCommand:
-    """The command that serves `job` from its local files on `port`."""
-    assert job.model_dir is not None
-    return build_serve_command(plan.manifest, job.artifact, model=str(job.model_dir), speculative=job.speculative,
-                               draft_model=str(job.draft_dir) if job.draft_dir else None, host="127.0.0.1",
-                               port=port, vllm=vllm)
+    """The command that serves `job` on `port`: what the runner starts and what --dry-run prints (from its
+    local files, or from the pinned Hub commits when a dry run has not downloaded them)."""
+    files = model_files(job.artifact, job.model_dir)
+    draft = model_files(job.draft, job.draft_dir) if job.draft else None
+    return build_serve_command(plan.manifest, job.artifact, model=files.name, revision=files.revision,
+                               speculative=job.speculative, draft_model=draft.name if draft else None,
+                               draft_revision=draft.revision if draft else None, host="127.0.0.1", port=port,
+                               vllm=vllm)
 
 
 def _start(
@@ -325,9 +329,8 @@ def _start(
 
 def bench_request(plan: SpeedPlan, job: SpeedServerJob, point: PointJob, *, base_url: str) -> bench.BenchRequest:
     workload = point.workload
-    assert job.model_dir is not None
     return bench.BenchRequest(
-        base_url=base_url, model=job.artifact.repo, tokenizer=str(job.model_dir),
+        base_url=base_url, model=job.artifact.repo, tokenizer=model_files(job.artifact, job.model_dir).local_dir,
         prompts=plan.manifest.resolve(workload.prompts), num_prompts=point.num_prompts,
         output_len=workload.output_len, concurrency=point.concurrency, thinking=workload.thinking,
         ignore_eos=workload.ignore_eos,
@@ -352,6 +355,35 @@ def warmup_requests(request: bench.BenchRequest, warmups: int) -> list[tuple[ben
     if warmups:
         steps.append((replace(request, num_prompts=warmups), "warmup.json"))
     steps.append((replace(request, output_len=1), "prime.json"))
+    return steps
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchStep:
+    """One `vllm bench serve` invocation of a point: a warm-up (not counted) or a measured repeat."""
+
+    argv: tuple[str, ...]
+    result: Path  # the JSON it saves
+    requests: int
+    repeat: int | None  # index of the measured repeat; None for a warm-up
+
+
+def point_steps(
+    plan: SpeedPlan, job: SpeedServerJob, point: PointJob, *, base_url: str, run_dir: Path, vllm: str = "vllm",
+) -> list[BenchStep]:
+    """Every benchmark invocation of a point, in order: what the runner executes and --dry-run prints."""
+    request = bench_request(plan, job, point, base_url=base_url)
+    point_dir = run_dir / point_path(job, point)
+    steps = [
+        BenchStep(argv=tuple(bench.bench_argv(warm, vllm=vllm, result_dir=point_dir, result_filename=name)),
+                  result=point_dir / name, requests=warm.num_prompts, repeat=None)
+        for warm, name in warmup_requests(request, point.workload.warmups)
+    ]
+    steps += [
+        BenchStep(argv=tuple(bench.bench_argv(request, vllm=vllm, result_dir=point_dir, result_filename=f"r{i}.json")),
+                  result=point_dir / f"r{i}.json", requests=request.num_prompts, repeat=i)
+        for i in range(point.workload.repeats)
+    ]
     return steps
 
 
@@ -386,40 +418,37 @@ def _measure(
 ) -> tuple[LedgerRecord, list[tuple[str, bytes]]]:
     workload = point.workload
     base_url = server.endpoint.base_url
-    request = bench_request(plan, job, point, base_url=base_url)
-    point_dir = run_dir / point_path(job, point)
-    point_dir.mkdir(parents=True, exist_ok=True)
+    steps = point_steps(plan, job, point, base_url=base_url, run_dir=run_dir, vllm=vllm_executable())
+    steps[0].result.parent.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / "bench.log"
-    vllm = vllm_executable()
     started_at, t0 = now_utc_iso(), time.monotonic()
     repeats: list[Repeat] = []
     raw: list[tuple[str, bytes, bytes]] = []  # (bench command, result bytes, metrics snapshots)
     failure: str | None = None
     try:
-        for warm, name in warmup_requests(request, workload.warmups):
-            events.point_progress(job.label, point.label, f"warm-up ({warm.num_prompts} requests)")
-            _bench(server, bench_runner, bench.bench_argv(warm, vllm=vllm, result_dir=point_dir,
-                                                          result_filename=name), log_path)
-            timing.warmup += bench.load_result(point_dir / name)[0].duration_s
         after: str | None = None
-        for index in range(workload.repeats):
-            events.point_progress(job.label, point.label, f"repeat {index + 1}/{workload.repeats}")
-            argv = bench.bench_argv(request, vllm=vllm, result_dir=point_dir, result_filename=f"r{index}.json")
+        for step in steps:
+            if step.repeat is None:
+                events.point_progress(job.label, point.label, f"warm-up ({step.requests} requests)")
+                _bench(server, bench_runner, step.argv, log_path)
+                timing.warmup += bench.load_result(step.result)[0].duration_s
+                continue
+            events.point_progress(job.label, point.label, f"repeat {step.repeat + 1}/{workload.repeats}")
             # Repeats follow each other with nothing in between: the snapshot after one is the one
             # before the next.
             before = after if after is not None else _snapshot(server, base_url, timing)
-            _bench(server, bench_runner, argv, log_path)
+            _bench(server, bench_runner, step.argv, log_path)
             after = _snapshot(server, base_url, timing)
-            result, content = bench.load_result(point_dir / f"r{index}.json")
+            result, content = bench.load_result(step.result)
             timing.measured += result.duration_s
             model = job.artifact.repo
             delta = parse_counters(after, model_name=model) - parse_counters(before, model_name=model)
             repeats.append(Repeat(result=result, spec=delta))
             kept = relevant_lines(before), relevant_lines(after)
             snapshots = f"# before\n{kept[0]}# after\n{kept[1]}".encode() if any(kept) else b""
-            raw.append((bench.display(argv), content, snapshots))
-            events.point_progress(job.label, point.label,
-                                  f"repeat {index + 1}/{workload.repeats}: {result.output_throughput:.1f} tok/s")
+            raw.append((bench.display(step.argv), content, snapshots))
+            events.point_progress(job.label, point.label, f"repeat {step.repeat + 1}/{workload.repeats}: "
+                                                          f"{result.output_throughput:.1f} tok/s")
     except MeasurementError as exc:
         # The benchmark itself failed (bad arguments, unreadable result): this point is void, the server
         # and the other points are fine.
