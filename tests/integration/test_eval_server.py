@@ -8,6 +8,7 @@ server's own metrics), refuse a server serving another model, and merge ledgers 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import socket
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from hfrelease.errors import ExitCode
-from hfrelease.evaluation.plan import describe_gate, plan_eval
+from hfrelease.evaluation.plan import describe_gate, model_files, plan_eval
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import load_manifest
 from hfrelease.serving.command import build_serve_command
@@ -78,8 +79,8 @@ def test_values_equal_lm_eval_and_warm_rerun_is_free(server: Endpoint, demo_fami
                      gates=["arith-nothink", "mc"])
     for job in plan.servers[0].gates:
         out = tmp_path / f"lm-eval-{job.gate.id}"
-        tokenizer = str(plan.servers[0].model_dir) if job.gate.api == "completions" else None
-        line = describe_gate(manifest, job, base_url=server.base_url, model=server.model, tokenizer=tokenizer)
+        files = model_files(plan.servers[0].artifact, plan.servers[0].model_dir)
+        line = describe_gate(manifest, job, base_url=server.base_url, model=server.model, files=files)
         argv = [a.replace("<run dir>", str(out)) for a in shlex.split(line)]
         argv[0] = str(Path(sys.executable).with_name("lm_eval"))
         done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
@@ -93,6 +94,42 @@ def test_values_equal_lm_eval_and_warm_rerun_is_free(server: Endpoint, demo_fami
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads(again.stdout)["requests_sent"] == 0
     assert requests_served(server) == before
+
+
+def test_printed_lm_eval_line_gives_the_recorded_responses(server: Endpoint, demo_family: Path, tmp_path: Path) -> None:
+    """The `lm_eval` line `eval --dry-run` prints for the thinking gate, run by hand through the shell against the
+    server, gives for each sample the response hfrelease's own gate call recorded (think block cut off alike)."""
+    import tomllib
+
+    import tomli_w
+
+    path = demo_family / "release.toml"
+    data = tomllib.loads(path.read_text())
+    next(g for g in data["gate"] if g["id"] == "arith")["limit"] = 8  # short: 8 prompts each way
+    path.write_text(tomli_w.dumps(data))
+    select = ["--artifact", "reference", "--gate", "arith"]
+    dry = hfrelease("eval", str(demo_family), *select, "--dry-run", "--json", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    line = json.loads(dry.stdout)["servers"][0]["gates"][0]["command"]
+    by_hand = tmp_path / "by-hand"
+    line = line.replace("http://127.0.0.1:<port>", server.base_url).replace("<run dir>", str(by_hand))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(line, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True,  # noqa: S602
+                          timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    ours = hfrelease("eval", str(demo_family), *select, "--endpoint", server.base_url, "--json", cwd=tmp_path)
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    ledger = Ledger(demo_family / "results")
+    recorded = {s.doc_id: s.response for s in ledger.load_samples(ledger.records(kind="gate")[0])}
+    theirs: dict[str, str] = {}
+    for text in next(by_hand.rglob("samples_demo_arith_*.jsonl")).read_text().splitlines():
+        sample = json.loads(text)
+        if sample["filter"] == "answer":  # the gate's metric is exact_match,answer
+            theirs[str(sample["doc_id"])] = sample["resps"][0][0]
+    assert len(theirs) == 8
+    assert theirs == recorded
+    assert not any("</think>" in response for response in theirs.values())
 
 
 def test_server_with_another_model_is_refused(server: Endpoint, demo_family: Path, tmp_path: Path) -> None:
