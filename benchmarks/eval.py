@@ -50,7 +50,7 @@ def main() -> None:  # noqa: PLR0915 - one linear script: measure, then print
     parser.add_argument("--overhead-only", action="store_true", help="skip the cold/warm family runs")
     args = parser.parse_args()
 
-    from hfrelease.evaluation.plan import describe_gate, plan_eval
+    from hfrelease.evaluation.plan import describe_gate, model_files, plan_eval
     from hfrelease.ledger.hashing import weight_files
     from hfrelease.ledger.store import Ledger
     from hfrelease.manifest import load_manifest
@@ -95,7 +95,7 @@ def main() -> None:  # noqa: PLR0915 - one linear script: measure, then print
         base_url = server.endpoint.base_url
         lm_eval_lines = [
             describe_gate(manifest, g, base_url=base_url, model=reference.repo,
-                          tokenizer=str(job.model_dir) if g.gate.api == "completions" else None)
+                          files=model_files(reference, job.model_dir))
             for g in job.gates
         ]
         for round_ in range(args.rounds):

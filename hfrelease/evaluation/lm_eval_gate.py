@@ -227,9 +227,9 @@ def lm_eval_call(
 ) -> LmEvalCall:
     """The lm-eval run of `gate` against the server at `base_url` serving `model`.
 
-    `tokenizer` is a local tokenizer directory, or a Hub repo id at `tokenizer_revision` (needed for
-    log-likelihood tasks, and so that nothing is fetched from the Hub); None for chat gates, which send text
-    and need none.
+    `tokenizer` (log-likelihood tasks need one) is a local tokenizer directory, so that nothing is fetched
+    from the Hub, or, in a dry run of a Hub source not downloaded yet, its repo id at `tokenizer_revision`;
+    None for chat gates, which send text and need none.
     """
     assert gate.task is not None
     model_args: dict[str, Any] = {
