@@ -33,6 +33,7 @@ from hfrelease.errors import (
     LedgerError,
     MeasurementError,
     PublishError,
+    ServerError,
 )
 from hfrelease.evaluation.runner import EvalEvents, EvalReport, GateRow, run_eval
 from hfrelease.ledger.hashing import HashCache
@@ -137,6 +138,32 @@ def _eval_job_outcome(entry: MatrixEntry, report: EvalReport) -> tuple[JobStatus
     return "failure", f"{measured}; {failing}", error_type(
         f"eval of {entry.artifact}: {failing}",
         hint="A published artifact must pass every gate; see the job's logs and its gate table.")
+
+
+def _draft_job(
+    manifest: Manifest, entry: MatrixEntry, *, ledger: Ledger, run_dir: Path, hash_cache: HashCache | None,
+) -> tuple[JobStatus, str, HfreleaseError | None]:
+    """A draft's matrix job, as `hfrelease eval --artifact DRAFT` runs it: its speed anchors and draft gates."""
+    from hfrelease.speed.drafts import plan_drafts
+    from hfrelease.speed.runner import run_speed
+
+    plan = plan_drafts(manifest, [entry.artifact], ledger=ledger, hash_cache=hash_cache)
+    report = run_speed(plan, ledger=ledger, run_dir=run_dir)
+    code = report.exit_code
+    measured = f"{report.servers_started} server(s), {len(report.records)} record(s)"
+    if code == ExitCode.OK:
+        return "success", measured, None
+    failing = "; ".join([*report.failures, *(f"{c.check} on {c.workload_id}: {c.reason}" for c in report.draft_checks
+                                             if c.verdict == "fail"),
+                         *(f"{r.workload_id} [{r.speculative}]: void ({r.reason})" for r in report.rows
+                           if r.status == "void")])
+    if code == ExitCode.GATE_FAILED and not entry.publish:
+        return "success", f"{measured}; draft gate failure allowed (publish = false): {failing}", None
+    error_type = {ExitCode.GATE_FAILED: GateFailedError, ExitCode.SERVER_FAILED: ServerError}.get(
+        code, MeasurementError)
+    return "failure", f"{measured}; {failing}", error_type(
+        f"eval of {entry.artifact}: {failing}",
+        hint="A published draft must pass its draft gates; see the job's logs and its draft-gate table.")
 
 
 def publish_and_verify(
@@ -253,10 +280,15 @@ def _run_matrix(
             else:
                 ledger_dir.mkdir(parents=True)
             ledger = Ledger(ledger_dir)
-            plan = plan_eval(manifest, ledger=ledger, hash_cache=hash_cache, artifacts=[entry.artifact], gates=gates)
-            log: EvalEvents = _EvalLog(name, graph.events)
-            result = evaluate(plan, ledger=ledger, run_dir=job_dir / "runs", hash_cache=hash_cache, events=log)
-            status, detail_line, error = _eval_job_outcome(entry, result)
+            if manifest.artifact_by_id(entry.artifact).kind == "draft":
+                status, detail_line, error = _draft_job(manifest, entry, ledger=ledger, run_dir=job_dir / "runs",
+                                                        hash_cache=hash_cache)
+            else:
+                plan = plan_eval(manifest, ledger=ledger, hash_cache=hash_cache, artifacts=[entry.artifact],
+                                 gates=gates)
+                log: EvalEvents = _EvalLog(name, graph.events)
+                result = evaluate(plan, ledger=ledger, run_dir=job_dir / "runs", hash_cache=hash_cache, events=log)
+                status, detail_line, error = _eval_job_outcome(entry, result)
         except HfreleaseError as exc:
             status, detail_line, error = "failure", exc.message.splitlines()[0], exc
         job_ledgers.append(job_dir / "results")

@@ -2,10 +2,12 @@
 
 - The tag pushed must be the manifest's release tag (`[publish].tag` filled with `family.version`),
   checked before any GPU time is spent.
-- The eval matrix holds one job per artifact that has gates (drafts are measured by speed anchors).
+- The eval matrix holds one job per artifact that has gates, and one per draft: a draft's job serves it
+  with its target and judges its draft gates (`hfrelease.speed.drafts`); the job's command is the same.
 - After the matrix's ledgers are merged, every gate is judged again on the merged ledger, and the release
   stops before publishing when a gate of a *published* artifact failed, was void, had no valid reference
-  to compare with, or was not recorded at all. An artifact with `publish = false` (a regression fixture
+  to compare with, or was not recorded at all; likewise when a published draft's draft gate failed or its
+  acceptance was never measured. An artifact with `publish = false` (a regression fixture
   like the demo's under-trained variant, or a vendor's reference) may fail: its rows are reported, and it
   is never uploaded. The reference's own results still matter through the comparisons they anchor.
 """
@@ -21,6 +23,7 @@ from hfrelease.evaluation.runner import GateRow, judge
 from hfrelease.ledger.hashing import HashCache
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest
+from hfrelease.speed.verdict import DraftCheck
 
 # The jobs of `.github/workflows/release.yml`, in order; the rehearsal runs the same ones under the same names.
 JOBS = ("check", "eval", "merge", "render", "publish")
@@ -63,7 +66,10 @@ class MatrixEntry:
 
 
 def eval_matrix(manifest: Manifest, artifacts: Sequence[str] = (), gates: Sequence[str] = ()) -> list[MatrixEntry]:
-    """One entry per non-draft artifact that has a gate to run (restricted to `artifacts` and `gates` if given)."""
+    """One entry per artifact that has a gate to run, and per draft (restricted to `artifacts` if given).
+
+    Restricting the matrix to some `gates` leaves the drafts out: their gates are not those.
+    """
     from hfrelease.evaluation.plan import gate_artifacts
 
     known = [a.id for a in manifest.artifact]
@@ -73,7 +79,7 @@ def eval_matrix(manifest: Manifest, artifacts: Sequence[str] = (), gates: Sequen
             location="--artifact", message=f"no artifact {name!r} (known: {', '.join(known)})") for name in unknown])
     with_gates = {a for g in manifest.gate if not gates or g.id in gates for a in gate_artifacts(manifest, g)}
     return [MatrixEntry(artifact=a.id, publish=a.publish) for a in manifest.artifact
-            if a.kind != "draft" and a.id in with_gates and (not artifacts or a.id in artifacts)]
+            if (a.id in with_gates or (a.kind == "draft" and not gates)) and (not artifacts or a.id in artifacts)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,6 +97,7 @@ class GateDecision:
     """The release gate over a merged ledger: every row, and the problems that stop the release."""
 
     rows: tuple[GateRow, ...]
+    draft_checks: tuple[DraftCheck, ...] = ()  # every draft gate judged (the problems below name the failures)
     blocking: tuple[GateProblem, ...]  # of published artifacts: any one stops the release
     allowed: tuple[GateProblem, ...]  # of unpublished artifacts: reported; they are never uploaded
 
@@ -121,8 +128,11 @@ def decide_gates(
     Nothing is measured here: a gate with no record for the current inputs is a problem of its own (an
     eval job did not record it), never a reason to start a server on the merge job's machine.
     """
+    from hfrelease.speed.drafts import judge_draft
+
     entries = eval_matrix(manifest, artifacts, gates)
     published = {e.artifact: e.publish for e in entries}
+    drafts = [e.artifact for e in entries if manifest.artifact_by_id(e.artifact).kind == "draft"]
     # Nothing is downloaded and no harness need be installed here (a merge job on a GitHub-hosted runner
     # installs hfrelease alone): a Hub source is identified from the Hub's listing, and a record made on an
     # eval runner is found under the vLLM / lm-eval versions it names (`find_gate_record`).
@@ -140,5 +150,10 @@ def decide_gates(
                     text=f"{r.artifact_id}: {r.label}: {r.verdict} ({r.reason})")
         for r in rows if r.verdict not in ("pass", "reference")
     ]
-    return GateDecision(rows=tuple(rows), blocking=tuple(p for p in problems if published[p.artifact]),
+    # A draft's gates are judged from its job's speed records (and the target's baseline beside them).
+    judged = [judge_draft(manifest, d, ledger=ledger, hash_cache=hash_cache) for d in drafts]
+    problems += [GateProblem(artifact=p.draft_id, gate=f"draft:{p.check}", kind=p.kind, text=p.text)
+                 for j in judged for p in j.problems]
+    return GateDecision(rows=tuple(rows), draft_checks=tuple(c for j in judged for c in j.checks),
+                        blocking=tuple(p for p in problems if published[p.artifact]),
                         allowed=tuple(p for p in problems if not published[p.artifact]))

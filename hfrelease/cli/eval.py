@@ -58,6 +58,10 @@ def eval_(
     With --speed (or --speed-only) every workload is timed with `vllm bench serve` on one server per
     (artifact, speculative config); a point recorded for the same inputs is not re-measured, and draft
     artifacts are gated on acceptance and speedup (exit 4 when one fails).
+
+    A draft named with --artifact is measured without --speed: its own job of the release, which serves it
+    with its target on the workloads that name it (and the target without speculation beside it), then
+    judges its draft gates.
     """
     from hfrelease.evaluation.plan import plan_eval
     from hfrelease.ledger.hashing import HashCache
@@ -65,15 +69,23 @@ def eval_(
     from hfrelease.manifest import load_manifest
 
     speed = speed or speed_only
-    _check_speed_options(speed=speed, speed_only=speed_only, workloads=workloads, gates=gates, endpoint=endpoint)
     loaded = load_manifest(manifest)
+    # A draft's job (the release matrix runs `eval --artifact DRAFT` like any other entry): its speed
+    # anchors are its gates, so it runs them without --speed; other artifacts named beside it run their gates.
+    drafts = () if speed else tuple(a for a in artifacts if a in {d.id for d in loaded.artifact if d.kind == "draft"})
+    if drafts:
+        speed = True
+        speed_only = len(drafts) == len(artifacts)
+        artifacts = tuple(a for a in artifacts if a not in drafts) or drafts
+        gates = () if speed_only else gates
+    _check_speed_options(speed=speed, speed_only=speed_only, workloads=workloads, gates=gates, endpoint=endpoint)
     if endpoint is not None and len(artifacts) != 1:
         raise click.UsageError("--endpoint attaches to one server: name its artifact with --artifact ID")
     ledger = Ledger(loaded.root / "results")
     cache = HashCache(cache_dir() / "hashes.json")
     if speed_only:
         _eval_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads, force=force,
-                    dry_run=dry_run, run_dir=run_dir, as_json=as_json)
+                    dry_run=dry_run, run_dir=run_dir, as_json=as_json, drafts=drafts)
         return
     plan = plan_eval(loaded, ledger=ledger, hash_cache=cache, artifacts=artifacts, gates=gates, force=force,
                      download=not dry_run)
@@ -82,7 +94,7 @@ def eval_(
         if speed:
             _print_with_speed(lambda: _print_plan(plan, as_json=as_json), loaded, ledger=ledger, cache=cache,
                               artifacts=artifacts, workloads=workloads, force=force, as_json=as_json,
-                              gate_servers={job.artifact.id for job in plan.servers if job.pending})
+                              gate_servers={job.artifact.id for job in plan.servers if job.pending}, drafts=drafts)
             return
         _print_plan(plan, as_json=as_json)
         return
@@ -95,7 +107,7 @@ def eval_(
         from hfrelease.speed.runner import SpeedSession
 
         speed_plan = _plan_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads,
-                                 force=force, dry_run=False)
+                                 force=force, dry_run=False, drafts=drafts)
         session = SpeedSession(speed_plan, ledger=ledger, run_dir=directory)
     report = _run_live(plan, ledger=ledger, run_dir=directory, cache=cache, endpoint=endpoint, as_json=as_json,
                        speed=session)
@@ -322,25 +334,31 @@ def _check_speed_options(
 
 def _plan_speed(
     loaded: Manifest, *, ledger: Ledger, cache: HashCache, artifacts: tuple[str, ...], workloads: tuple[str, ...],
-    force: bool, dry_run: bool,
+    force: bool, dry_run: bool, drafts: tuple[str, ...] = (),
 ) -> SpeedPlan:
+    """The speed plan of `--speed`, or with `drafts` (no --speed) the draft jobs of those drafts."""
+    from hfrelease.speed.drafts import plan_drafts
     from hfrelease.speed.plan import plan_speed
 
-    plan = plan_speed(loaded, ledger=ledger, hash_cache=cache, artifacts=artifacts, workloads=workloads,
-                      force=force, download=not dry_run)
+    if drafts:
+        plan = plan_drafts(loaded, drafts, ledger=ledger, hash_cache=cache, workloads=workloads, force=force,
+                           download=not dry_run)
+    else:
+        plan = plan_speed(loaded, ledger=ledger, hash_cache=cache, artifacts=artifacts, workloads=workloads,
+                          force=force, download=not dry_run)
     cache.save()
     return plan
 
 
 def _eval_speed(
     loaded: Manifest, *, ledger: Ledger, cache: HashCache, artifacts: tuple[str, ...], workloads: tuple[str, ...],
-    force: bool, dry_run: bool, run_dir: Path | None, as_json: bool,
+    force: bool, dry_run: bool, run_dir: Path | None, as_json: bool, drafts: tuple[str, ...] = (),
 ) -> None:
-    """`--speed-only`: plan, then show the plan or measure, print, exit by the speed verdict."""
+    """`--speed-only` (or a draft's job): plan, then show the plan or measure, print, exit by the speed verdict."""
     from hfrelease.cli.output import print_json
 
     plan = _plan_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads, force=force,
-                       dry_run=dry_run)
+                       dry_run=dry_run, drafts=drafts)
     if dry_run:
         _print_speed_plan(plan, as_json=as_json)
         return
@@ -372,6 +390,7 @@ def _captured_json(show: Callable[[], None]) -> dict[str, Any]:
 def _print_with_speed(
     show_gates: Callable[[], None], loaded: Manifest, *, ledger: Ledger, cache: HashCache,
     artifacts: tuple[str, ...], workloads: tuple[str, ...], force: bool, as_json: bool, gate_servers: set[str],
+    drafts: tuple[str, ...] = (),
 ) -> None:
     """`--speed --dry-run`: the gate plan, then the speed plan (one JSON document with --json).
 
@@ -380,7 +399,7 @@ def _print_with_speed(
     from hfrelease.cli.output import print_json
 
     plan = _plan_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads, force=force,
-                       dry_run=True)
+                       dry_run=True, drafts=drafts)
     if as_json:
         print_json({**_captured_json(show_gates), "speed": _speed_plan_dict(plan, gate_servers)})
         return

@@ -255,8 +255,11 @@ class Draft(Table):
     aux_hidden_state_layer_ids: list[NonNegInt] | None = None
     draft_vocab_size: PositiveInt | None = None
     trained_with: str | None = None
-    # Draft gates, judged by `hfrelease eval --speed` on every batch-1 workload served with the draft.
+    # Draft gates, judged on every batch-1 workload served with the draft (its own job of the release, or
+    # `hfrelease eval --artifact DRAFT`); its acceptance is always measured and must be, thresholds or not.
     min_acceptance_rate: Fraction | None = None  # accepted / draft tokens
+    # Mean acceptance length: tokens per verify step, 1 + accepted / drafts (1 = every draft rejected).
+    min_acceptance_length: Annotated[float, Field(ge=1.0)] | None = None
     min_speedup: Annotated[float, Field(gt=0.0)] | None = None  # batch-1 output tok/s over no speculation
 
 

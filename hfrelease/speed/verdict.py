@@ -5,10 +5,12 @@ the config the workload lists first, as cards choose). It is a *clear* win when 
 does not overlap the runner-up's: with three repeats on a busy machine, overlapping spreads mean the
 ranking may not survive a re-run, and the report says so instead of hiding it.
 
-Draft gates (thresholds on `[artifact.draft]`): every batch-1 point served with the draft must reach
-`min_acceptance_rate` and `min_speedup` over no speculation on the same workload, and the draft must be
-served with the artifact it was trained against (`target`): acceptance measured against another
-verifier says little about the one the card names.
+Draft gates (thresholds on `[artifact.draft]`): every batch-1 point served with the draft must have
+its acceptance measured (the speculative counters of /metrics; a point without them fails, thresholds
+or not: a draft whose acceptance was never measured is not released), reach `min_acceptance_rate`,
+`min_acceptance_length` and `min_speedup` over no speculation on the same workload, and be served
+with the artifact it was trained against (`target`): acceptance measured against another verifier
+says little about the one the card names.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def best_configs(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[BestConfi
 @dataclass(frozen=True, kw_only=True)
 class DraftCheck:
     draft_id: str
-    check: Literal["acceptance", "speedup", "target"]
+    check: Literal["acceptance", "acceptance-length", "speedup", "target"]
     artifact_id: str
     workload_id: str
     speculative: str
@@ -114,14 +116,30 @@ def draft_checks(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[DraftChec
             reason=f"served with its target {spec.target}" if on_target else
             f"trained against {spec.target} but served with {row.artifact_id}: measure it with its target",
         ))
+        rate = row.acceptance
         if spec.min_acceptance_rate is not None:
-            rate = row.acceptance
             ok = rate is not None and rate >= spec.min_acceptance_rate
             checks.append(DraftCheck(
                 **base, check="acceptance", value=rate, threshold=spec.min_acceptance_rate,
                 verdict="pass" if ok else "fail",
                 reason=("no acceptance counters were recorded" if rate is None else
                         f"acceptance {rate:.3f} {'>=' if ok else '<'} {spec.min_acceptance_rate:g}"),
+            ))
+        else:
+            # No floor, but the acceptance must still be measured: it is what the card reports.
+            checks.append(DraftCheck(
+                **base, check="acceptance", value=rate, threshold=None, verdict="pass" if rate is not None else "fail",
+                reason=("no acceptance counters were recorded" if rate is None else
+                        f"acceptance {rate:.3f} measured (no minimum set)"),
+            ))
+        if spec.min_acceptance_length is not None:
+            length = row.metrics.get("spec_mean_acceptance_length")
+            ok = length is not None and length >= spec.min_acceptance_length
+            checks.append(DraftCheck(
+                **base, check="acceptance-length", value=length, threshold=spec.min_acceptance_length,
+                verdict="pass" if ok else "fail",
+                reason=("no acceptance counters were recorded" if length is None else
+                        f"mean acceptance length {length:.2f} {'>=' if ok else '<'} {spec.min_acceptance_length:g}"),
             ))
         if spec.min_speedup is not None:
             speedup = row.speedup

@@ -91,12 +91,13 @@ def test_release_with_the_wrong_tag_stops_before_any_job(
 def test_only_check_writes_the_matrix_output(
     fixture_family: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`release --only check` lists the eval matrix (non-draft artifacts with gates) for GITHUB_OUTPUT."""
+    """`release --only check` lists the eval matrix (artifacts with gates, then drafts) for GITHUB_OUTPUT."""
     monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "output"))
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
     code, out, _ = _run(["release", str(fixture_family), "--tag", "v1.0", "--only", "check"], capsys)
     assert code == 0
-    matrix = {"include": [{"artifact": "ref", "publish": False}, {"artifact": "fp8", "publish": True}]}
+    matrix = {"include": [{"artifact": "ref", "publish": False}, {"artifact": "fp8", "publish": True},
+                          {"artifact": "draft", "publish": True}]}
     assert json.loads(out) == matrix
     lines = (tmp_path / "output").read_text().splitlines()
     assert json.loads(lines[1]) == matrix
@@ -109,10 +110,13 @@ def test_only_check_with_the_wrong_tag_exits_3(fixture_family: Path, capsys: pyt
     assert code == ExitCode.CONFIG and "does not match" in err
 
 
-def test_matrix_skips_drafts_and_unknown_artifacts_are_named(fixture_family: Path) -> None:
-    """Drafts have no gates of their own; an unknown --artifact is a config error naming the known ones."""
+def test_matrix_has_a_job_per_draft_and_unknown_artifacts_are_named(fixture_family: Path) -> None:
+    """A draft has its own job (its draft gates), except in a matrix cut to some quality gates; an unknown
+    --artifact is a config error naming the known ones."""
     manifest = load_manifest(fixture_family)
-    assert [e.artifact for e in eval_matrix(manifest)] == ["ref", "fp8"]
+    assert [e.artifact for e in eval_matrix(manifest)] == ["ref", "fp8", "draft"]
+    assert [e.artifact for e in eval_matrix(manifest, gates=[manifest.gate[0].id])] == ["ref", "fp8"]
+    assert eval_matrix(manifest, ["draft"]) == [MatrixEntry(artifact="draft", publish=True)]
     assert eval_matrix(manifest, ["fp8"]) == [MatrixEntry(artifact="fp8", publish=True)]
     with pytest.raises(Exception, match="no artifact 'nope'"):
         eval_matrix(manifest, ["nope"])

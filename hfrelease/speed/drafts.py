@@ -1,0 +1,180 @@
+"""A draft artifact's job in the release: what it measures, and how the release judges it afterwards.
+
+A draft (an EAGLE-3 head, a small draft model) has no quality gate of its own: speculative decoding is
+lossless, so what can be wrong with a draft is how much of its drafting its target accepts and whether
+that makes the target faster. Its job (`hfrelease eval --artifact DRAFT`, the same command as every
+other entry of the release's eval matrix) serves it with its target (`[artifact.draft].target`), in every
+speculative config that names it, on every workload that lists such a config, beside the same workload
+on the target without speculation when the workload lists "none": the baseline of `min_speedup` is
+measured in the same job, on the same machine. Workloads that serve the draft with another artifact
+are not this job's (the draft gates would fail their target check): they stay `eval --speed`'s.
+
+The draft gates (`verdict.draft_checks`) are judged from the speed records, never recorded as verdicts:
+in the job, and again by the merge job on the merged ledger (`judge_draft`), where a point not recorded
+for the current inputs is a problem of its own, as a gate without a record is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from hfrelease.errors import ConfigError, ConfigProblem
+from hfrelease.ledger.hashing import HashCache
+from hfrelease.ledger.record import LedgerRecord
+from hfrelease.ledger.store import Ledger
+from hfrelease.manifest import Artifact, Manifest
+from hfrelease.speed.plan import (
+    NONE,
+    PointJob,
+    SpeedPlan,
+    SpeedServerJob,
+    plan_speed,
+    point_input_key,
+    workload_artifacts,
+)
+from hfrelease.speed.result import SpeedRow, row_from_record
+from hfrelease.speed.verdict import DraftCheck, draft_checks, with_speedups
+
+
+def draft_ids(manifest: Manifest) -> list[str]:
+    return [a.id for a in manifest.artifact if a.kind == "draft"]
+
+
+def draft_manifest(manifest: Manifest, draft_id: str) -> Manifest:
+    """`manifest` as the draft's job sees it: the workloads that serve the draft with its target, cut down
+    to that target and to "none" plus the configs that use the draft (the fields that key a point are kept)."""
+    draft = manifest.artifact_by_id(draft_id)
+    assert draft.draft is not None
+    target = draft.draft.target
+    configs = {s.id for s in manifest.speculative if s.draft == draft_id}
+    workloads = [
+        w.model_copy(update={"artifacts": [target],
+                             "speculative": [s for s in w.speculative if s == NONE or s in configs]})
+        for w in manifest.workload
+        if configs & set(w.speculative) and target in workload_artifacts(manifest, w)
+    ]
+    return manifest.model_copy(update={"workload": workloads})
+
+
+def _unserved(manifest: Manifest, draft: Artifact) -> ConfigProblem:
+    assert draft.draft is not None
+    return ConfigProblem(
+        location=f"artifact.{draft.id}",
+        message=(f"no workload serves the draft {draft.id!r} with its target {draft.draft.target!r}: its acceptance "
+                 "cannot be measured. Add a [[speculative]] config with draft = "
+                 f"{draft.id!r} to a workload measured on {draft.draft.target!r}"))
+
+
+def plan_drafts(
+    manifest: Manifest,
+    drafts: Sequence[str],
+    *,
+    ledger: Ledger,
+    hash_cache: HashCache | None,
+    workloads: Sequence[str] = (),
+    force: bool = False,
+    download: bool = True,
+) -> SpeedPlan:
+    """The speed plan of the draft jobs of `drafts`: one server per (target, config), shared by drafts with
+    the same target; a draft that no workload serves with its target is a `ConfigError` (exit 3)."""
+    problems = [_unserved(manifest, manifest.artifact_by_id(d)) for d in drafts
+                if not draft_manifest(manifest, d).workload]
+    if problems:
+        raise ConfigError("hfrelease eval", problems)
+    servers: dict[str, SpeedServerJob] = {}
+    for draft_id in drafts:
+        plan = plan_speed(draft_manifest(manifest, draft_id), ledger=ledger, hash_cache=hash_cache,
+                          workloads=workloads, force=force, download=download)
+        for job in plan.servers:
+            known = servers.get(job.label)
+            if known is None:
+                servers[job.label] = job
+                continue
+            # Two drafts of one target share its no-speculation server and its points.
+            keys = {p.input_key for p in known.points}
+            extra = tuple(p for p in job.points if p.input_key not in keys)
+            servers[job.label] = replace(known, points=known.points + extra)
+    order = {a.id: i for i, a in enumerate(manifest.artifact)}
+    jobs = sorted(servers.values(), key=lambda s: (order[s.artifact.id], s.spec_id != NONE))
+    return SpeedPlan(manifest=manifest, servers=tuple(jobs))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DraftProblem:
+    """A draft gate of one draft that did not pass: failed, void, or not recorded ("missing")."""
+
+    draft_id: str
+    check: str  # a DraftCheck.check, or the point that has no record
+    kind: Literal["fail", "void", "missing"]
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class DraftJudgement:
+    draft_id: str
+    checks: tuple[DraftCheck, ...]
+    problems: tuple[DraftProblem, ...]
+
+
+def find_point_record(job: SpeedServerJob, point: PointJob, *, ledger: Ledger) -> LedgerRecord | None:
+    """The newest record of `point` made with any vLLM (the merge job may have none installed), or None.
+
+    As `evaluation.plan.find_gate_record` does for gates: each candidate's key is recomputed with the vLLM
+    version it names, so every other input (weights, draft, prompts, workload, serve command) must match.
+    A void record is returned when it is the newest.
+    """
+    if job.content is None or (job.draft is not None and job.draft_content is None):
+        return None
+    found: LedgerRecord | None = None
+    keys: dict[str | None, str] = {}
+    for record in ledger.records(artifact_id=job.artifact.id, subject_id=point.workload.id, kind="speed"):
+        if record.artifact_hash != job.content.sha256:
+            continue
+        version = record.versions.get("vllm")
+        if version not in keys:
+            keys[version] = point_input_key(
+                point.workload, concurrency=point.concurrency, prompts_sha256=point.prompts_sha256,
+                content_sha256=job.content.sha256,
+                draft_sha256=job.draft_content.sha256 if job.draft_content else None,
+                speculative=job.speculative, public=job.public, vllm_version=version)
+        if record.input_key == keys[version] and (found is None or record.status == "ok" or found.status != "ok"):
+            found = record  # oldest first: the newest wins, an ok record over a later void one
+    return found
+
+
+def judge_draft(manifest: Manifest, draft_id: str, *, ledger: Ledger, hash_cache: HashCache | None) -> DraftJudgement:
+    """The draft gates of `draft_id` on `ledger` (the merged one): nothing is measured or downloaded here."""
+    draft = manifest.artifact_by_id(draft_id)
+    if not draft_manifest(manifest, draft_id).workload:
+        problem = _unserved(manifest, draft)
+        return DraftJudgement(draft_id=draft_id, checks=(), problems=(
+            DraftProblem(draft_id=draft_id, check="target", kind="missing", text=f"{draft_id}: {problem.message}"),))
+    plan = plan_drafts(manifest, [draft_id], ledger=ledger, hash_cache=hash_cache, download=False)
+    problems: list[DraftProblem] = []
+    rows: list[SpeedRow] = []
+    for job in plan.servers:
+        for point in job.points:
+            record = find_point_record(job, point, ledger=ledger)
+            where = f"{point.workload.id} c{point.concurrency} [{job.spec_id}] on {job.artifact.id}"
+            if record is None:
+                why = ("its content could not be identified" if job.content is None or
+                       (job.draft is not None and job.draft_content is None) else
+                       "no speed record for the current inputs (its eval job failed or did not run)")
+                problems.append(DraftProblem(draft_id=draft_id, check=where, kind="missing",
+                                             text=f"{draft_id}: {where}: {why}"))
+            elif record.status == "void":
+                problems.append(DraftProblem(draft_id=draft_id, check=where, kind="void",
+                                             text=f"{draft_id}: {where}: void ({record.void_reason})"))
+            else:
+                rows.append(row_from_record(record, origin="recorded"))
+    checks = [c for c in draft_checks(manifest, with_speedups(rows)) if c.draft_id == draft_id]
+    problems += [DraftProblem(draft_id=draft_id, check=c.check, kind="fail",
+                              text=f"{draft_id}: {c.check} on {c.workload_id} [{c.speculative}]: fail ({c.reason})")
+                 for c in checks if c.verdict == "fail"]
+    if not checks and not problems:
+        problems.append(DraftProblem(
+            draft_id=draft_id, check="acceptance", kind="missing",
+            text=f"{draft_id}: no batch-1 point served with it: its acceptance was never measured"))
+    return DraftJudgement(draft_id=draft_id, checks=tuple(checks), problems=tuple(problems))
