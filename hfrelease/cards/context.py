@@ -378,7 +378,54 @@ class _View:
                 "conditional": Markdown(" / ".join(conditional)) if conditional else Markdown("n/a"),
                 "concurrency": p.concurrency,
             })
-        return {"measured": bool(rows), "rows": rows, "positions": list(range(width))}
+        return {"measured": bool(rows), "rows": rows, "positions": list(range(width)),
+                "gates": self.draft_gates(artifact)}
+
+    def draft_gates(self, artifact: Artifact) -> Context | None:
+        """A draft card's draft-gate verdicts, judged as the release judges them, from the card's own records."""
+        if artifact.draft is None:
+            return None
+        from dataclasses import replace
+
+        from hfrelease.speed.result import row_from_record
+        from hfrelease.speed.verdict import draft_checks
+
+        # Only the points served with its target are judged, as the release judges its job's records; the
+        # acceptance table above also shows it served with other artifacts (`eval --speed`).
+        points = {(p.artifact_id, p.workload.id, p.speculative): p for p in self.measured.points(draft_id=artifact.id)
+                  if p.concurrency == 1 and p.artifact_id == artifact.draft.target}
+        rows = [replace(row_from_record(p.entry.record, origin="recorded"), speedup=p.speedup)
+                for p in points.values()]
+        checks = [c for c in draft_checks(self.manifest, rows) if c.draft_id == artifact.id]
+        d = artifact.draft
+        names = {"target": "served with its target", "acceptance": "acceptance rate",
+                 "acceptance-length": "mean acceptance length", "speedup": "speedup over no speculation"}
+        required = {"target": f"target = {d.target}", "acceptance": f"min_acceptance_rate = {d.min_acceptance_rate:g}"
+                    if d.min_acceptance_rate is not None else "measured",
+                    "acceptance-length": f"min_acceptance_length = {d.min_acceptance_length:g}"
+                    if d.min_acceptance_length is not None else "",
+                    "speedup": f"min_speedup = {d.min_speedup:g}" if d.min_speedup is not None else ""}
+        table = []
+        for c in checks:
+            p = points[(c.artifact_id, c.workload_id, c.speculative)]
+            value: Markdown | None
+            if c.check == "target":
+                value = code_span(c.artifact_id)
+            elif c.check == "speedup":
+                value = self.speedup(p)
+            else:
+                metric = "spec_acceptance_rate" if c.check == "acceptance" else "spec_mean_acceptance_length"
+                value = self.metric(p, metric, 2, names[c.check])
+            table.append({
+                "label": Markdown(f"{escape_markdown(p.workload.label or p.workload.id)}, {code_span(p.speculative)}"
+                                  f" on {escape_markdown(p.artifact_id)}"),
+                "check": names[c.check], "value": value or Markdown("not measured"),
+                "required": code_span(required[c.check]), "verdict": Markdown("pass" if c.verdict == "pass" else
+                                                                             "**fail**"),
+            })
+        failed = any(c.verdict == "fail" for c in checks)
+        return {"measured": bool(checks), "rows": table, "passed": bool(checks) and not failed,
+                "published": artifact.publish, "command": code_span(f"hfrelease eval --artifact {artifact.id}")}
 
     # -- family ----------------------------------------------------------------------------------------------
     def choose(self, artifact: Artifact) -> Context:

@@ -1,0 +1,46 @@
+"""A draft's card shows its draft-gate verdicts, judged as the release judges them, from its records."""
+
+from __future__ import annotations
+
+from card_fixtures import nanbeige_inputs
+
+from hfrelease.cards import CardInputs, render_family
+from hfrelease.manifest import Manifest
+
+
+def _with_floor(manifest: Manifest, **thresholds: float) -> Manifest:
+    artifacts = []
+    for a in manifest.artifact:
+        if a.draft is not None:
+            a = a.model_copy(update={"draft": a.draft.model_copy(update=thresholds)})
+        artifacts.append(a)
+    return manifest.model_copy(update={"artifact": artifacts})
+
+
+def test_eagle3_card_shows_its_measured_acceptance_and_a_pass(nanbeige: CardInputs) -> None:
+    """No floor set: the acceptance measured on its target passes; other artifacts' points are not judged."""
+    card = render_family(nanbeige, plots=False).card("eagle3").readme
+    assert "**Draft gates: pass.**" in card
+    assert "`hfrelease eval --artifact eagle3`" in card and "a draft that fails one is not published" in card
+    rows = [line for line in card.splitlines() if "| acceptance rate |" in line]
+    assert rows and all("on fp8-dynamic" in r and r.endswith("| `measured` | pass |") for r in rows)
+    assert "| served with its target | `fp8-dynamic` | `target = fp8-dynamic` | pass |" in card
+    assert "on bf16 | served with" not in card
+
+
+def test_eagle3_card_shows_a_failed_floor(nanbeige_manifest: Manifest) -> None:
+    """A floor above the measured acceptance: the card says fail, row by row."""
+    manifest = _with_floor(nanbeige_manifest, min_acceptance_rate=0.9, min_speedup=1.1)
+    card = render_family(nanbeige_inputs(manifest), plots=False).card("eagle3").readme
+    assert "**Draft gates: fail.**" in card
+    assert any("| acceptance rate |" in line and line.endswith("| `min_acceptance_rate = 0.9` | **fail** |")
+               for line in card.splitlines())
+    assert any("| speedup over no speculation |" in line and line.endswith("| `min_speedup = 1.1` | pass |")
+               for line in card.splitlines())
+
+
+def test_a_draft_card_without_speed_records_is_not_judged(nanbeige_manifest: Manifest) -> None:
+    """No speed record: acceptance "not measured" and the draft gates "not judged" (not a pass)."""
+    card = render_family(nanbeige_inputs(nanbeige_manifest, with_speed=False), plots=False).card("eagle3").readme
+    assert "Acceptance: not measured." in card
+    assert "Draft gates: not judged." in card and "Draft gates: pass" not in card
