@@ -9,11 +9,8 @@ from hfrelease.manifest import Manifest
 
 
 def _with_floor(manifest: Manifest, **thresholds: float) -> Manifest:
-    artifacts = []
-    for a in manifest.artifact:
-        if a.draft is not None:
-            a = a.model_copy(update={"draft": a.draft.model_copy(update=thresholds)})
-        artifacts.append(a)
+    artifacts = [a.model_copy(update={"draft": a.draft.model_copy(update=thresholds)}) if a.draft is not None else a
+                 for a in manifest.artifact]
     return manifest.model_copy(update={"artifact": artifacts})
 
 

@@ -52,12 +52,10 @@ def _family(root: Path, *, publish: bool = True, **thresholds: float) -> Manifes
     for name in ("fp8", "draft"):  # weights to hash: an artifact's identity covers its weight files
         (root / "checkpoints" / name / "model.safetensors").write_bytes(f"weights of {name}".encode())
     manifest = load_manifest(root)
-    artifacts = []
-    for a in manifest.artifact:
-        if a.id == "draft":
-            assert a.draft is not None
-            a = a.model_copy(update={"publish": publish, "draft": a.draft.model_copy(update=thresholds)})
-        artifacts.append(a)
+    draft = manifest.artifact_by_id("draft")
+    assert draft.draft is not None
+    changed = draft.model_copy(update={"publish": publish, "draft": draft.draft.model_copy(update=thresholds)})
+    artifacts = [changed if a.id == "draft" else a for a in manifest.artifact]
     return manifest.model_copy(update={"artifact": artifacts})
 
 
