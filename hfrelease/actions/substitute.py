@@ -1,0 +1,91 @@
+"""The steps a rehearsal does not run as written, and what stands in for each (always named in the report).
+
+- `actions/checkout`: the workspace becomes a copy of the repository's work tree (what is on disk, not a
+  commit: a rehearsal runs before the tag is pushed). In a git checkout, the files git would list (tracked,
+  and untracked but not ignored); elsewhere every file, leaving out the rehearsal's own directories.
+  Symbolic links are copied as links, as checkout writes them.
+- `actions/setup-python`: this Python's environment is put first on PATH (its `python`, its `hfrelease`).
+- a `run:` step that only installs with pip: not run; the current environment stands in (a rehearsal must
+  not reinstall hfrelease or install vLLM's CUDA build on a CPU machine).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hfrelease.actions.workflow import Step
+
+_PIP_INSTALL = re.compile(r"^\s*(?:python[0-9.]*\s+-m\s+)?pip[0-9.]*\s+install\b")
+
+
+def action_name(step: Step) -> str:
+    """`actions/checkout` of `actions/checkout@<sha>`, lowercased as GitHub resolves it."""
+    return (step.uses or "").split("@", 1)[0].lower()
+
+
+def pip_only(script: str) -> bool | None:
+    """True when every command of `script` is a pip install, None when only some are, False when none."""
+    lines = [line for line in script.splitlines() if line.strip() and not line.strip().startswith("#")]
+    installs = [line for line in lines if _PIP_INSTALL.match(line)]
+    if not installs:
+        return False
+    return True if len(installs) == len(lines) else None
+
+
+def python_bin() -> Path:
+    """The directory of this Python's executables (`python`, `hfrelease`): what setup-python would put on PATH."""
+    return Path(sys.executable).parent
+
+
+def environment_note() -> str:
+    """One line naming the environment that stands in for the installs."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("hfrelease", "vllm", "lm_eval"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    return f"the current environment stands in ({sys.prefix}: {', '.join(found)})"
+
+
+def copy_work_tree(source: Path, target: Path, *, leave_out: Sequence[Path] = ()) -> int:
+    """Copy the work tree at `source` into the empty directory `target`; returns the number of entries copied."""
+    target.mkdir(parents=True, exist_ok=True)
+    skip = {p.resolve() for p in leave_out}
+    if (source / ".git").exists():
+        listed = subprocess.run(
+            ["git", "-C", str(source), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True, check=True).stdout.decode().split("\0")
+        count = 0
+        for relative in sorted(set(filter(None, listed))):
+            path = source / relative
+            if not (path.exists() or path.is_symlink()) or any(path.resolve() == s or s in path.resolve().parents
+                                                                 for s in skip if not path.is_symlink()):
+                continue
+            destination = target / relative
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_symlink():
+                destination.symlink_to(path.readlink())
+            elif path.is_file():
+                shutil.copy2(path, destination)
+            count += 1
+        return count
+
+    copied = 0
+
+    def ignore(directory: str, names: list[str]) -> list[str]:
+        nonlocal copied
+        here = Path(directory)
+        left = [n for n in names if n == ".git" or ((here / n).resolve() in skip and not (here / n).is_symlink())]
+        copied += len(names) - len(left)
+        return left
+
+    shutil.copytree(source, target, symlinks=True, ignore=ignore, dirs_exist_ok=True)
+    return copied
