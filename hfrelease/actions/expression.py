@@ -22,15 +22,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hfrelease.errors import ConfigError, ConfigProblem
+from hfrelease.errors import ExitCode, HfreleaseError
 
 
-class ExpressionError(ConfigError):
+class ExpressionError(HfreleaseError):
     """An expression that GitHub would refuse to parse or evaluate (the step or job fails with it)."""
 
+    exit_code = ExitCode.CONFIG
+
     def __init__(self, expression: str, message: str) -> None:
-        super().__init__("workflow expression", [ConfigProblem(location=f"${{{{ {expression} }}}}", message=message)])
-        self.hint = "Fix the expression in the workflow file (actionlint reports most of these without running it)."
+        super().__init__(f"${{{{ {expression} }}}}: {message}",
+                         hint="Fix the expression in the workflow file (actionlint finds most of these).")
 
 
 # The job or step status functions, answered by whoever evaluates an `if:`; absent elsewhere.
@@ -412,7 +414,7 @@ def plain(value: Any) -> Any:
     return _plain(value)
 
 
-_TEMPLATE = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
+_TEMPLATE = re.compile(r"\$\{\{((?:(?!\}\}).)*)\}\}", re.DOTALL)
 
 
 def interpolate(text: str, contexts: Mapping[str, Any], status: StatusFunctions | None = None) -> Any:

@@ -337,7 +337,9 @@ class _Runner:
                 outputs: dict[str, str] = {}
                 exit_code = None
             else:
-                substituted, lines, outputs, exit_code = self.run_script(step, env, state, deadline)
+                # Expressions inside `run:` are replaced before the shell sees the script, as on GitHub.
+                script = to_string(_evaluate_tree(step.run or "", {**step_contexts, "env": env}))
+                substituted, lines, outputs, exit_code = self.run_script(step, script, env, state, deadline)
             for line in lines:
                 self.events.log(state.name, line)
         except (_StepFailure, ArtifactStepError, ExpressionError) as error:
@@ -372,9 +374,8 @@ class _Runner:
             return None, self.artifacts.download(with_, workspace=state.workspace, visible_jobs=visible)
         raise _StepFailure(f"the rehearsal cannot run the action {step.uses!r}")
 
-    def run_script(self, step: Step, env: Mapping[str, str], state: _JobState,
+    def run_script(self, step: Step, script: str, env: Mapping[str, str], state: _JobState,
                    deadline: float) -> tuple[str | None, list[str], dict[str, str], int | None]:
-        script = step.run or ""
         installs = substitute.pip_only(script)
         if installs:
             return f"not run: {substitute.environment_note()}", [], {}, None

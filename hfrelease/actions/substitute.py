@@ -2,7 +2,8 @@
 
 - `actions/checkout`: the workspace becomes a copy of the repository's work tree (what is on disk, not a
   commit: a rehearsal runs before the tag is pushed). In a git checkout, the files git would list (tracked,
-  and untracked but not ignored); elsewhere every file, leaving out the rehearsal's own directories.
+  and untracked but not ignored); elsewhere every file but `.git` and hfrelease's state (`.hfrelease/`, the
+  rehearsal's work directory and Hub).
   Symbolic links are copied as links, as checkout writes them.
 - `actions/setup-python`: this Python's environment is put first on PATH (its `python`, its `hfrelease`).
 - a `run:` step that only installs with pip: not run; the current environment stands in (a rehearsal must
@@ -83,7 +84,8 @@ def copy_work_tree(source: Path, target: Path, *, leave_out: Sequence[Path] = ()
     def ignore(directory: str, names: list[str]) -> list[str]:
         nonlocal copied
         here = Path(directory)
-        left = [n for n in names if n == ".git" or ((here / n).resolve() in skip and not (here / n).is_symlink())]
+        left = [n for n in names
+                if n in (".git", ".hfrelease") or ((here / n).resolve() in skip and not (here / n).is_symlink())]
         copied += len(names) - len(left)
         return left
 

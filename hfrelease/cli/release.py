@@ -1,20 +1,18 @@
-"""`hfrelease release`: the release job graph on this machine, or one job of it in a workflow (`--only`)."""
+"""`hfrelease release`: the release workflow rehearsed on this machine, or one step of it (`--only`)."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
+    from hfrelease.actions.runner import JobResult, StepResult
     from hfrelease.ledger.hashing import HashCache
     from hfrelease.manifest import Manifest
-    from hfrelease.rehearsal import JobResult, RehearsalReport
+    from hfrelease.rehearsal import RehearsalReport
 
 _ONLY = ("check", "gate", "publish")
 
@@ -22,40 +20,55 @@ _ONLY = ("check", "gate", "publish")
 @click.command()
 @click.argument("manifest", type=click.Path(path_type=Path), default=Path())
 @click.option("--hub", default="local", show_default=True,
-              help="Hub endpoint URL, `local` for the built-in Hub, or `manifest` for [publish].endpoint.")
+              help="`local` for the built-in Hub (started for the rehearsal), a Hub URL, or `manifest` for "
+                   "[publish].endpoint (HF_ENDPOINT, when set, overrides it as it does for huggingface_hub).")
 @click.option("--tag", help="The git tag being released; must equal the manifest's release tag (else exit 3).")
 @click.option("--work", "work_dir", type=click.Path(path_type=Path, file_okay=False),
-              help="Where the jobs' directories, the local Hub and the verified downloads go "
+              help="Where the jobs' workspaces, the artifacts, the logs and the local Hub go "
                    "(default: <family>/.hfrelease/release).")
-@click.option("--artifact", "artifacts", multiple=True, help="Only this artifact id (repeatable).")
-@click.option("--gate", "gates", multiple=True, help="Only this gate id (repeatable).")
+@click.option("--artifact", "artifacts", multiple=True, help="With --only: only this artifact id (repeatable).")
+@click.option("--gate", "gates", multiple=True, help="With --only: only this gate id (repeatable).")
 @click.option("--hub-root", type=click.Path(path_type=Path),
               help="State directory of `--hub local` (default: WORK/hub).")
+@click.option("--workflow", "workflow_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="The workflow to run (default: the nearest .github/workflows/release.yml above the manifest).")
+@click.option("--write-workflow", is_flag=True,
+              help="Write the family's .github/workflows/release.yml under --root (as `init --github` does); exit.")
+@click.option("--root", type=click.Path(path_type=Path, file_okay=False),
+              help="With --write-workflow: the repository root (default: the manifest's git checkout).")
+@click.option("--force", is_flag=True, help="With --write-workflow: overwrite a different release.yml.")
 @click.option("--only", type=click.Choice(_ONLY),
               help="Run one step of the workflow: `check` (tag; the eval matrix to GITHUB_OUTPUT), `gate` (judge the "
                    "merged ledger), `publish` (publish, never a dry run, then verify).")
 def release(
     manifest: Path, hub: str, tag: str | None, work_dir: Path | None, artifacts: tuple[str, ...],
-    gates: tuple[str, ...], hub_root: Path | None, only: str | None,
+    gates: tuple[str, ...], hub_root: Path | None, workflow_file: Path | None, write_workflow: bool,
+    root: Path | None, force: bool, only: str | None,
 ) -> None:
-    """Run the release job graph on this machine: check, eval per artifact, merge, render, publish, verify.
+    """Rehearse the release: run the family's release workflow file on this machine, job by job.
 
     \b
-    The jobs of .github/workflows/release.yml, under the same names: each eval job works in its own
-    directory on its own copy of the ledger, the copies are merged, every gate is judged on the merged
-    ledger, and a gate problem of a published artifact stops the release before anything is uploaded
-    (an artifact with `publish = false` may fail). The family directory is worked on in place.
-    On GitHub Actions each job is folded in the log; the step summary goes to GITHUB_STEP_SUMMARY.
+    Each job of .github/workflows/release.yml runs in a fresh directory holding a copy of the work tree
+    (for actions/checkout); its `run:` steps run as written, through this CLI, as subprocesses; `needs`,
+    `if:`, the matrix from the check job's output and fail-fast as on GitHub; artifacts pass between
+    jobs only through upload-artifact/download-artifact, with their semantics (hidden files left out
+    unless include-hidden-files). setup-python and pip installs are substituted by this environment,
+    and each job's report says so. The jobs see the Hub as a runner does: HF_ENDPOINT, secrets.HF_TOKEN.
     """
     from hfrelease.cli.eval import cache_dir
     from hfrelease.ledger.hashing import HashCache
     from hfrelease.manifest import load_manifest
     from hfrelease.release_policy import check_tag
 
+    if write_workflow:
+        _write_workflow(manifest, root=root, force=force)
+        return
     cache = HashCache(cache_dir() / "hashes.json")
     if only is None:
-        _rehearse(manifest, hub=hub, tag=tag, work_dir=work_dir, artifacts=artifacts, gates=gates, hub_root=hub_root,
-                  cache=cache)
+        if artifacts or gates:
+            raise click.UsageError("--artifact and --gate apply with --only: the rehearsal runs the workflow as "
+                                   "written (cut the manifest down instead)")
+        _rehearse(manifest, hub=hub, tag=tag, work_dir=work_dir, hub_root=hub_root, workflow_file=workflow_file)
         return
     loaded = load_manifest(manifest)
     check_tag(loaded, tag)
@@ -68,22 +81,24 @@ def release(
     cache.save()
 
 
-def _terminal() -> Console:
-    from rich.console import Console
-
+def _write_workflow(manifest: Path, *, root: Path | None, force: bool) -> None:
     from hfrelease.cli.output import err_console
+    from hfrelease.manifest import find_manifest
+    from hfrelease.rehearsal import write_release_workflow
+    from hfrelease.workflows import repository_root
 
-    # lm-eval's output is sent to the run's log by redirecting descriptor 2 (see runner.stderr_to); the
-    # progress of the jobs goes to a copy of the terminal's stderr so it stays on screen.
-    stream = os.fdopen(os.dup(2), "w", buffering=1)
-    return Console(file=stream, highlight=False, width=err_console.width if not stream.isatty() else None)
+    manifest_file = find_manifest(manifest)
+    path = write_release_workflow(manifest_file, root=root or repository_root(manifest_file.parent), force=force)
+    err_console.print(f"[green]wrote[/] {path}", soft_wrap=True)
 
 
 class _Display:
-    """Prints each job's start, log lines and conclusion; on GitHub Actions each job is one fold."""
+    """Prints each job's start, its steps' output and conclusions; on GitHub Actions each job is one fold."""
 
-    def __init__(self, console: Console, *, folds: bool) -> None:
-        self.console = console
+    def __init__(self, *, folds: bool) -> None:
+        from hfrelease.cli.output import err_console
+
+        self.console = err_console
         self.folds = folds
 
     def job_started(self, name: str) -> None:
@@ -94,26 +109,34 @@ class _Display:
         else:
             self.console.print(f"[bold cyan]==> {name}[/]")
 
+    def step_finished(self, job: str, step: StepResult) -> None:
+        from rich.markup import escape
+
+        colour = {"success": "green", "failure": "red", "skipped": "dim", "cancelled": "yellow"}[step.status]
+        what = f" (substituted: {escape(step.substituted)})" if step.substituted else ""
+        detail = f": {escape(step.detail)}" if step.detail and step.status != "success" else ""
+        self.console.print(f"  [{colour}]{step.status}[/] {escape(step.label)}{what}{detail}", soft_wrap=True)
+
+    def log(self, job: str, line: str) -> None:
+        from hfrelease.redact import redact
+
+        self.console.print(f"    {redact(line)}", markup=False, highlight=False, soft_wrap=True)
+
     def job_finished(self, job: JobResult) -> None:
         from rich.markup import escape
 
         from hfrelease.ci import group_end
 
-        colour = {"success": "green", "failure": "red", "skipped": "dim"}[job.status]
-        if self.folds and job.status != "skipped":
+        colour = {"success": "green", "failure": "red", "skipped": "dim", "cancelled": "yellow"}[job.status]
+        if self.folds and job.steps:
             self.console.print(group_end(), markup=False, highlight=False)
         self.console.print(f"[{colour}]{job.status}[/] {escape(job.name)} ({job.seconds:.0f} s) {escape(job.detail)}",
                            soft_wrap=True)
 
-    def log(self, message: str) -> None:
-        from hfrelease.redact import redact
-
-        self.console.print(f"  {redact(message)}", markup=False, highlight=False, soft_wrap=True)
-
 
 def _rehearse(
-    manifest: Path, *, hub: str, tag: str | None, work_dir: Path | None, artifacts: tuple[str, ...],
-    gates: tuple[str, ...], hub_root: Path | None, cache: HashCache,
+    manifest: Path, *, hub: str, tag: str | None, work_dir: Path | None, hub_root: Path | None,
+    workflow_file: Path | None,
 ) -> None:
     from hfrelease.ci import CiEnvironment
     from hfrelease.manifest import find_manifest
@@ -121,13 +144,8 @@ def _rehearse(
 
     ci = CiEnvironment.detect()
     directory = work_dir or find_manifest(manifest).parent / ".hfrelease" / "release"
-    console = _terminal()
-    try:
-        report = rehearse(manifest, work_dir=directory, hub=hub, tag=tag, artifacts=artifacts, gates=gates,
-                          hub_root=hub_root, hash_cache=cache, events=_Display(console, folds=ci.github_actions))
-    finally:
-        cache.save()
-        console.file.close()
+    report = rehearse(manifest, work_dir=directory, hub=hub, tag=tag, hub_root=hub_root, workflow_file=workflow_file,
+                      events=_Display(folds=ci.github_actions))
     _print_report(report)
     if report.error is not None:
         raise report.error
@@ -139,15 +157,16 @@ def _print_report(report: RehearsalReport) -> None:
     from hfrelease.cli.output import err_console, make_table, out_console
 
     table = make_table("job", "conclusion", "time", "detail",
-                       title=f"release {report.family} {report.tag} -> {report.hub} (work: {report.work_dir})")
+                       title=f"release {report.family} {report.tag}: {report.workflow} (Hub {report.hub}, "
+                             f"work {report.work_dir})")
     for job in report.jobs:
         table.add_row(escape(job.name), job.status, f"{job.seconds:.0f} s", escape(job.detail))
     out_console.print(table)
-    for problem in report.allowed:
-        err_console.print(f"[yellow]allowed (publish = false):[/] {escape(problem)}", soft_wrap=True)
+    for job in report.jobs:
+        for what in job.substitutions():
+            err_console.print(f"[yellow]substituted[/] in {escape(job.name)}: {escape(what)}", soft_wrap=True)
     if report.error is None:
-        err_console.print(f"[bold green]released {report.family} {report.tag}[/]; verified "
-                          f"{len(report.verified)} repo(s)")
+        err_console.print(f"[bold green]the release workflow of {report.family} {report.tag} succeeded[/]")
 
 
 def _only_check(loaded: Manifest, *, artifacts: tuple[str, ...], gates: tuple[str, ...]) -> None:

@@ -12,7 +12,7 @@ from hfrelease.cli import main
 from hfrelease.errors import ExitCode
 from hfrelease.evaluation.runner import EvalReport, GateRow
 from hfrelease.manifest import load_manifest
-from hfrelease.rehearsal import _eval_job_outcome, rehearse, summary_markdown
+from hfrelease.rehearsal import rehearse, summary_markdown, write_release_workflow
 from hfrelease.release_policy import GateDecision, GateProblem, MatrixEntry, TagMismatchError, check_tag, eval_matrix
 
 
@@ -78,13 +78,15 @@ def test_release_with_the_wrong_tag_stops_before_any_job(
     """`hfrelease release --tag` with another version exits 3 in the check job; no eval job directory exists."""
     summary = tmp_path / "summary.md"
     work = tmp_path / "work"
+    assert _run(["release", str(fixture_family), "--write-workflow", "--root", str(tmp_path)], capsys)[0] == 0
     with pytest.MonkeyPatch.context() as env:
         env.setenv("GITHUB_STEP_SUMMARY", str(summary))
         code, out, err = _run(["release", str(fixture_family), "--tag", "v2.0", "--work", str(work)], capsys)
     assert code == ExitCode.CONFIG
+    # The check job's own step said it, in the job's log.
     assert "the tag 'v2.0' does not match this manifest's release tag 'v1.0'" in err
     assert "failure" in out and "skipped" in out
-    assert not list(work.glob("eval-*"))
+    assert not list((work / "jobs").glob("eval*"))
     assert "stopped (exit 3)" in summary.read_text()
 
 
@@ -122,15 +124,6 @@ def test_matrix_has_a_job_per_draft_and_unknown_artifacts_are_named(fixture_fami
         eval_matrix(manifest, ["nope"])
 
 
-def test_an_unpublished_artifact_may_fail_its_gates_in_the_matrix(tmp_path: Path) -> None:
-    """Exit 4 passes a matrix job only for publish = false; a published artifact's failure fails its job."""
-    failed = EvalReport(rows=(_row("weak", "fail"),), servers_started=1, requests_sent=20, run_dir=tmp_path)
-    status, detail, error = _eval_job_outcome(MatrixEntry(artifact="weak", publish=False), failed)
-    assert status == "success" and error is None and "allowed" in detail
-    status, _, error = _eval_job_outcome(MatrixEntry(artifact="weak", publish=True), failed)
-    assert status == "failure" and error is not None and error.exit_code == ExitCode.GATE_FAILED
-
-
 def test_gate_decision_exit_codes() -> None:
     """A failed gate of a published artifact is exit 4; a void or missing result is exit 6; allowed ones pass."""
     fail = GateProblem(artifact="fp8", gate="arith", kind="fail", text="fp8: arith: fail")
@@ -143,14 +136,18 @@ def test_gate_decision_exit_codes() -> None:
 
 
 def test_rehearsal_summary_lists_jobs_and_gates(fixture_family: Path, tmp_path: Path) -> None:
-    """The summary of a stopped rehearsal has the conclusion, the error and one row per job."""
-    report = rehearse(fixture_family, work_dir=tmp_path, tag="v0.9", env={})
+    """The summary of a stopped rehearsal has the conclusion, the error, one row per job and the substitutions."""
+    import os
+
+    write_release_workflow(fixture_family, root=tmp_path)
+    report = rehearse(fixture_family, work_dir=tmp_path / "work", tag="v0.9", env=dict(os.environ))
     assert report.exit_code == ExitCode.CONFIG
-    assert [(j.name, j.status) for j in report.jobs] == [
+    assert [(j.id, j.status) for j in report.jobs] == [
         ("check", "failure"), ("eval", "skipped"), ("merge", "skipped"), ("render", "skipped"), ("publish", "skipped")]
     text = summary_markdown(report)
     assert text.startswith(f"## Release {report.family} v0.9: stopped (exit 3)")
-    assert "| check | ❌ failure |" in text
+    assert "| check the manifest and the tag | ❌ failure |" in text
+    assert "Substituted steps:" in text and "actions/checkout" in text and "pip" not in text.split("Substituted")[0]
 
 
 def test_eval_writes_its_gate_table_to_the_step_summary_on_github_actions(
