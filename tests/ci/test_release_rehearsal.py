@@ -1,34 +1,24 @@
-"""`hfrelease release --hub local`: the workflow's job graph end to end on the demo family (real vLLM, lm-eval, Hub)."""
+"""`hfrelease release --hub local`: the demo family released through its workflow file (real vLLM, lm-eval, Hub)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import tomli_w
 
 from hfrelease.ledger.store import Ledger
-from hfrelease.rehearsal import rehearse
+from hfrelease.publish import LOCAL, open_hub
+from hfrelease.rehearsal import rehearse, write_release_workflow
 
 pytestmark = pytest.mark.slow
 
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ("reference", "fp8-dynamic")
 GATES = ("arith-nothink", "mc")
-
-
-@pytest.fixture
-def vllm_env(tmp_path: Path) -> Iterator[None]:
-    """vLLM on the CPU with its caches in the test's temp dir (as tests/integration's session fixture does)."""
-    previous = dict(os.environ)
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    os.environ.setdefault("VLLM_CACHE_ROOT", str(tmp_path / "vllm-cache"))
-    os.environ["HFRELEASE_CACHE"] = str(tmp_path / "hfrelease-cache")
-    yield
-    os.environ.clear()
-    os.environ.update(previous)
 
 
 def _two_artifact_family(family: Path) -> None:
@@ -43,40 +33,64 @@ def _two_artifact_family(family: Path) -> None:
     path.write_text(tomli_w.dumps(data))
 
 
-def test_rehearsal_runs_the_release_job_graph(demo_family: Path, tmp_path: Path, vllm_env: None) -> None:
-    """check -> eval per artifact (own dirs, own ledgers) -> merge -> render -> publish -> verify, summary written."""
-    _two_artifact_family(demo_family)
+@pytest.fixture
+def repository(demo_family: Path, tmp_path: Path) -> Path:
+    """A repository holding the cut-down demo family and the release workflow rendered for it."""
+    repo = tmp_path / "repo"
+    shutil.copytree(demo_family, repo / "model_cards" / "demo")
+    (repo / "build").symlink_to(ROOT / "build")  # the manifest's ../../build/demo paths resolve from the copy
+    _two_artifact_family(repo / "model_cards" / "demo")
+    write_release_workflow(repo / "model_cards" / "demo", root=repo)
+    return repo
+
+
+def test_the_demo_family_is_released_through_its_workflow_file(repository: Path, tmp_path: Path) -> None:
+    """check -> eval matrix -> merge -> render -> publish run from release.yml; the repos hold every card file."""
     summary = tmp_path / "step-summary.md"
     work = tmp_path / "work"
-    report = rehearse(demo_family, work_dir=work, hub="local", tag="v0.1", artifacts=ARTIFACTS, gates=GATES,
-                      env={"GITHUB_STEP_SUMMARY": str(summary)})
+    env = {**os.environ, "GITHUB_STEP_SUMMARY": str(summary), "HFRELEASE_CACHE": str(tmp_path / "cache"),
+           "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu"),
+           "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache")}
+    report = rehearse(repository / "model_cards" / "demo", work_dir=work, hub=LOCAL, tag="v0.1", env=env)
     assert report.error is None, report.error.message if report.error else ""
-    assert [(j.name, j.status) for j in report.jobs] == [
-        ("check", "success"), ("eval (reference)", "success"), ("eval (fp8-dynamic)", "success"),
-        ("merge", "success"), ("render", "success"), ("publish", "success")]
+    assert [(j.id, j.name, j.status) for j in report.jobs] == [
+        ("check", "check the manifest and the tag", "success"),
+        ("eval", "eval reference", "success"), ("eval", "eval fp8-dynamic", "success"),
+        ("merge", "merge the ledgers and judge the gates", "success"),
+        ("render", "render the model cards", "success"),
+        ("publish", "publish to the Hub and verify", "success")]
+    # What did not run as written is named: checkout, setup-python and the pip installs, in every job.
+    for job in report.jobs:
+        substituted = job.substitutions()
+        assert any("actions/checkout" in s for s in substituted), job.name
+        assert any("not run" in s for s in substituted), job.name
 
-    # Each matrix job recorded into its own ledger copy, in its own directory, only its own artifact.
-    for artifact in ARTIFACTS:
-        job_ledger = Ledger(work / f"eval-{artifact}" / "results")
-        assert {r.artifact_id for r in job_ledger.records(kind="gate")} == {artifact}
-        assert (work / f"eval-{artifact}" / "runs" / f"{artifact}.server.log").is_file()
-    # The merge joined them; the gates were judged on the merged ledger.
-    merged = Ledger(demo_family / "results").records(kind="gate")
-    assert sorted((r.artifact_id, r.subject_id) for r in merged) == sorted(
-        (a, g) for a in ARTIFACTS for g in GATES)
-    verdicts = {(r.artifact_id, r.gate_id): r.verdict for r in report.rows}
-    assert verdicts == {**{("reference", g): "reference" for g in GATES}, **{("fp8-dynamic", g): "pass" for g in GATES}}
+    # Each eval job recorded only its own artifact, in its own workspace; the merge job saw both ledgers.
+    jobs = work / "jobs"
+    for index, artifact in enumerate(ARTIFACTS, start=1):
+        ledger = Ledger(jobs / f"eval-{index}" / "model_cards" / "demo" / "results")
+        assert {r.artifact_id for r in ledger.records(kind="gate")} == {artifact}
+    merged = Ledger(jobs / "merge" / "model_cards" / "demo" / "results").records(kind="gate")
+    assert sorted((r.artifact_id, r.subject_id) for r in merged) == sorted((a, g) for a in ARTIFACTS for g in GATES)
+    # Nothing was written back into the repository: the jobs worked on their own copies.
+    assert not list((repository / "model_cards" / "demo" / "results").iterdir())
 
-    # Cards rendered from the merged ledger; the family published to the built-in Hub and read back.
-    for artifact in ARTIFACTS:
-        assert (demo_family / artifact / "README.md").is_file()
-    assert report.publish is not None and report.publish.outcome is not None
-    assert report.publish.outcome.tag == "v0.1"
-    assert {v.artifact_id for v in report.verified} == set(ARTIFACTS)
-    assert (work / "hub").is_dir()
+    # Every file of every card the render job made -- hidden ones included -- is in the published repo.
+    rendered = jobs / "render" / "model_cards" / "demo"
+    with open_hub(LOCAL, family_root=repository, hub_root=work / "hub") as hub:
+        from huggingface_hub import HfApi
+
+        api = HfApi(endpoint=hub.endpoint, token=hub.token.value if hub.token else None)
+        for artifact, repo in (("reference", "hfrelease-demo/tiny-reference"),
+                               ("fp8-dynamic", "hfrelease-demo/tiny-FP8-Dynamic")):
+            card_files = {p.relative_to(rendered / artifact).as_posix()
+                          for p in (rendered / artifact).rglob("*") if p.is_file()}
+            assert "README.md" in card_files
+            published = set(api.list_repo_files(repo, revision="v0.1"))
+            assert card_files <= published, (repo, card_files - published)
 
     text = summary.read_text()
-    assert text.startswith("## Release demo v0.1: published")
-    assert "| eval (fp8-dynamic) | ✅ success |" in text
-    assert "| fp8-dynamic | Arithmetic |" in text
-    assert "hfrelease-demo/tiny-FP8-Dynamic" in text
+    assert text.startswith("## Release demo v0.1: every job succeeded")
+    assert "| eval fp8-dynamic | ✅ success |" in text
+    assert "Gates after the merge" in text  # written by the merge job's own step
+    assert "hfrelease-demo/tiny-FP8-Dynamic" in text  # written by the publish job's own step
