@@ -108,3 +108,25 @@ def test_download_of_a_missing_name_or_an_unrelated_jobs_artifact_fails(workspac
         store.download({"name": "release-ledgr"}, workspace=tmp_path / "j", visible_jobs={"merge"})
     with pytest.raises(ArtifactStepError, match="Artifact 'release-ledger' not found"):
         store.download({"name": "release-ledger"}, workspace=tmp_path / "j", visible_jobs={"check"})
+
+
+def test_the_release_workflows_family_artifact_keeps_eval_results(tmp_path: Path) -> None:
+    """The render job's `release-family` upload, as the template writes it, carries `.eval_results/*.yaml`."""
+    from hfrelease.actions.workflow import load_workflow
+    from hfrelease.manifest import load_manifest
+    from hfrelease.workflows import WorkflowSpec, render_workflows
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "family"
+    text = render_workflows(load_manifest(fixtures, check_files=False),
+                            WorkflowSpec(manifest="model_cards/fam/release.toml"))["workflows/release.yml"]
+    (tmp_path / "release.yml").write_text(text)
+    render = load_workflow(tmp_path / "release.yml").jobs["render"]
+    upload = next(s for s in render.steps if (s.uses or "").startswith("actions/upload-artifact@"))
+    workspace = tmp_path / "ws"
+    for name in ("model_cards/fam/fp8/README.md", "model_cards/fam/fp8/.eval_results/gpqa.yaml",
+                 "model_cards/fam/.hfrelease/hub/token"):
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text("x")
+    store = _store(tmp_path)
+    store.upload({k: str(v) for k, v in upload.with_.items()}, workspace=workspace, job="render")
+    assert _files(store, "release-family") == {"fp8/README.md", "fp8/.eval_results/gpqa.yaml"}
