@@ -100,10 +100,12 @@ class _Display:
 
         self.console = err_console
         self.folds = folds
+        self.open = False
 
     def job_started(self, name: str) -> None:
         from hfrelease.ci import group_start
 
+        self.open = True
         if self.folds:
             self.console.print(group_start(f"job: {name}"), markup=False, highlight=False, soft_wrap=True)
         else:
@@ -128,8 +130,9 @@ class _Display:
         from hfrelease.ci import group_end
 
         colour = {"success": "green", "failure": "red", "skipped": "dim", "cancelled": "yellow"}[job.status]
-        if self.folds and job.steps:
+        if self.folds and self.open:
             self.console.print(group_end(), markup=False, highlight=False)
+        self.open = False
         self.console.print(f"[{colour}]{job.status}[/] {escape(job.name)} ({job.seconds:.0f} s) {escape(job.detail)}",
                            soft_wrap=True)
 
