@@ -38,7 +38,8 @@ def cache_dir() -> Path:
 @click.option("--gate", "gates", multiple=True, help="Run only this gate id (repeatable).")
 @click.option("--endpoint", help="Attach to a running vLLM server (its base URL) instead of starting one.")
 @click.option("--force", is_flag=True, help="Re-measure even when a matching result is recorded.")
-@click.option("--dry-run", is_flag=True, help="Print every vllm serve and lm-eval invocation; start nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Print every vllm serve, lm_eval and (--speed) vllm bench serve command as run; start nothing.")
 @click.option("--speed", is_flag=True, help="Also run the speed anchors (workloads x speculative configs).")
 @click.option("--speed-only", is_flag=True, help="Run only the speed anchors, no gates (implies --speed).")
 @click.option("--workload", "workloads", multiple=True, help="Speed anchors: only this workload id (repeatable).")

@@ -204,6 +204,20 @@ def test_thinking_gate_line_keeps_only_the_answer(repo_root: Path, capsys: pytes
         assert cli["gen_kwargs"]["chat_template_kwargs"] == {"enable_thinking": thinking}
 
 
+def test_hub_source_tokenizer_is_pinned(family: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log-likelihood gate of a Hub source not downloaded yet names the tokenizer by repo id and the pinned
+    revision, which lm-eval's CLI hands the model class (it loads the tokenizer at that revision)."""
+    from hfrelease.evaluation.plan import ModelFiles, gate_call
+
+    manifest = load_manifest(family)
+    gate = next(g for g in manifest.gate if g.id == "loglik")
+    files = ModelFiles(name="upstream/Fixture-1M", revision="a" * 40)
+    call = gate_call(manifest, gate, base_url=BASE, model="upstream/Fixture-1M", files=files)
+    cfg, _ = _lm_eval_cli(call.display(output_path="out"), monkeypatch)
+    assert cfg.model_args["tokenizer"] == "upstream/Fixture-1M" and cfg.model_args["revision"] == "a" * 40
+    assert cfg.model_args == call.model_args
+
+
 def test_flagship_speed_dry_run_prints_every_server_and_benchmark(repo_root: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """Every speed server of the Hub-pinned flagship prints its `vllm serve` (repo id at the pinned revision,
