@@ -92,7 +92,9 @@ def lm_eval_logging() -> Iterator[None]:
 
 def _lm_eval_cli(line: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, dict[str, Any]]:
     """What lm-eval 0.4.13's own command line makes of `line`: its config, and the `simple_evaluate`
-    arguments `lm_eval/_cli/run.py` passes from it (model name and arguments aside)."""
+    arguments `lm_eval/_cli/run.py` passes from it. Left out: the model name and arguments (compared
+    separately), batch_size/max_batch_size/device (used only to build a model from its name: the Python call
+    passes a built one) and the evaluation tracker (file output)."""
     from lm_eval._cli import HarnessCLI
     from lm_eval.config.evaluate_config import EvaluatorConfig
 
