@@ -20,6 +20,7 @@ from hfrelease.redact import redact
 if TYPE_CHECKING:
     from hfrelease.evaluation.runner import GateRow
     from hfrelease.speed.runner import SpeedReport
+    from hfrelease.speed.verdict import DraftCheck
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,11 +123,16 @@ def speed_summary(report: SpeedReport) -> str:
     parts = ["### Speed", markdown_table(("artifact", "workload", "speculative", "concurrency", "tok/s",
                                           "TTFT p50 ms", "TPOT p50 ms", "acceptance", "speedup", "status"), body)]
     if report.draft_checks:
-        checks = [(c.draft_id, c.check, c.artifact_id, c.workload_id, c.speculative, _number(c.value, 3),
-                   "—" if c.threshold is None else f"{c.threshold:g}",
-                   "✅ pass" if c.verdict == "pass" else f"❌ fail: {c.reason}")
-                  for c in report.draft_checks]
-        parts += ["#### Draft gates", markdown_table(("draft", "check", "served with", "workload", "config", "value",
-                                                      "threshold", "verdict"), checks)]
+        parts.append(draft_gate_summary(report.draft_checks))
     parts += [f"- server failed: {failure}" for failure in report.failures]
     return "\n\n".join(parts)
+
+
+def draft_gate_summary(draft_checks: Sequence[DraftCheck], *, title: str = "#### Draft gates") -> str:
+    """Draft-gate verdicts as Markdown (a draft's eval job, and the merge job's decision)."""
+    checks = [(c.draft_id, c.check, c.artifact_id, c.workload_id, c.speculative, _number(c.value, 3),
+               "—" if c.threshold is None else f"{c.threshold:g}",
+               "✅ pass" if c.verdict == "pass" else f"❌ fail: {c.reason}")
+              for c in draft_checks]
+    return f"{title}\n\n" + markdown_table(("draft", "check", "served with", "workload", "config", "value",
+                                             "threshold", "verdict"), checks)

@@ -197,7 +197,7 @@ def _only_check(loaded: Manifest, *, artifacts: tuple[str, ...], gates: tuple[st
 def _only_gate(loaded: Manifest, *, artifacts: tuple[str, ...], gates: tuple[str, ...], cache: HashCache) -> None:
     from rich.markup import escape
 
-    from hfrelease.ci import CiEnvironment, append_summary, gate_summary
+    from hfrelease.ci import CiEnvironment, append_summary, draft_gate_summary, gate_summary
     from hfrelease.cli.output import err_console
     from hfrelease.ledger.store import Ledger
     from hfrelease.release_policy import decide_gates
@@ -207,13 +207,17 @@ def _only_gate(loaded: Manifest, *, artifacts: tuple[str, ...], gates: tuple[str
     ci = CiEnvironment.detect()
     if ci.step_summary is not None:
         allowed = "".join(f"\n- allowed (publish = false): {p.text}" for p in decision.allowed)
-        append_summary(ci.step_summary, gate_summary(decision.rows, title="Gates after the merge") + "\n" + allowed)
+        drafts = ("\n\n" + draft_gate_summary(decision.draft_checks, title="### Draft gates after the merge")
+                  if decision.draft_checks else "")
+        append_summary(ci.step_summary, gate_summary(decision.rows, title="Gates after the merge") + drafts + "\n"
+                       + allowed)
     for problem in decision.allowed:
         err_console.print(f"[yellow]allowed (publish = false):[/] {escape(problem.text)}", soft_wrap=True)
     error = decision.error()
     if error is not None:
         raise error
-    err_console.print(f"[green]✓[/] {len(decision.rows)} gate result(s): every published artifact passes")
+    drafts = f" and {len(decision.draft_checks)} draft-gate check(s)" if decision.draft_checks else ""
+    err_console.print(f"[green]✓[/] {len(decision.rows)} gate result(s){drafts}: every published artifact passes")
 
 
 def _only_publish(

@@ -314,6 +314,62 @@ def test_warm_rerun_measures_nothing(measured: dict[str, Any]) -> None:
     assert plan["speed"]["pending"] == 0
 
 
+def _draft_job(family: Path, draft: str, run_dir: Path) -> tuple[int, dict[str, Any]]:
+    """The release matrix's eval step for a draft: `hfrelease eval MANIFEST --artifact DRAFT --run-dir ...`."""
+    result = subprocess.run(
+        [sys.executable, "-m", "hfrelease", "eval", str(family), "--artifact", draft, "--run-dir", str(run_dir),
+         "--json"], capture_output=True, text=True, timeout=900, cwd=family, env=os.environ.copy(), check=False)
+    assert result.stdout.strip(), result.stderr[-3000:]
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_draft_job_measures_its_draft_with_its_target(measured: dict[str, Any], tmp_path: Path) -> None:
+    """`eval --artifact DRAFT` without --speed is the draft's release job: recorded points are reused, a new
+    workload naming the draft is measured on its target (one server), the draft gates are judged (exit 0 /
+    exit 4), and the merge job's decision finds the same verdicts in the ledger."""
+    from hfrelease.manifest import load_manifest
+    from hfrelease.release_policy import decide_gates
+
+    family = tmp_path / "model_cards" / "demo"
+    shutil.copytree(measured["family"], family)
+    (tmp_path / "build").symlink_to(ROOT / "build")
+    data = tomllib.loads((family / "release.toml").read_text())
+    # The self-draft as a published draft, and a workload that only it serves (speculative "self" alone:
+    # one server, no baseline needed since the self-draft has no speedup floor).
+    data["artifact"] = [{**a, "publish": True} if a["id"] == "self-draft" else a for a in data["artifact"]]
+    data["workload"].append({**CHAT, "id": "draft-chat", "output_len": 16, "num_prompts": 2, "repeats": 1,
+                             "warmups": 0, "speculative": ["self"]})
+    (family / "release.toml").write_text(tomli_w.dumps(data))
+
+    code, report = _draft_job(family, "self-draft", tmp_path / "run-self")
+    speed = report["speed"]
+    assert code == ExitCode.OK == speed["exit_code"], speed
+    assert speed["servers_started"] == 1 and not speed["failures"]
+    origins = {(r["workload_id"], r["speculative"]): r["origin"] for r in speed["rows"]}
+    assert origins == {("chat", "none"): "recorded", ("chat", "self"): "recorded", ("draft-chat", "self"): "measured"}
+    checks = {(c["workload_id"], c["check"]): c for c in speed["draft_checks"]}
+    assert set(checks) == {(w, c) for w in ("chat", "draft-chat") for c in ("target", "acceptance")}
+    assert all(c["verdict"] == "pass" and c["artifact_id"] == "reference" for c in checks.values())
+    assert checks[("draft-chat", "acceptance")]["value"] >= 0.9
+    new = _record(family, "draft-chat", "self")
+    assert (new.artifact_id, new.draft_artifact_id, new.status) == ("reference", "self-draft", "ok")
+    assert new.metrics["spec_acceptance_rate"].value == checks[("draft-chat", "acceptance")]["value"]
+
+    # The untrained head's job: every point recorded (no server), its gates fail: exit 4.
+    code, report = _draft_job(family, "eagle3-untrained", tmp_path / "run-eagle3")
+    assert code == ExitCode.GATE_FAILED and report["speed"]["servers_started"] == 0
+    failed = {c["check"] for c in report["speed"]["draft_checks"] if c["verdict"] == "fail"}
+    assert "acceptance" in failed
+
+    # The merge job: the published self-draft passes; the unpublished head's failures are allowed.
+    decision = decide_gates(load_manifest(family), ledger=Ledger(family / "results"), hash_cache=None,
+                            artifacts=["self-draft", "eagle3-untrained"])
+    assert decision.blocking == () and decision.error() is None
+    assert {p.artifact for p in decision.allowed} == {"eagle3-untrained"}
+    assert {(c.draft_id, c.verdict) for c in decision.draft_checks} == {
+        ("self-draft", "pass"), ("eagle3-untrained", "pass"), ("eagle3-untrained", "fail")}
+
+
 def _killing_runner(kill_at: str, calls: list[Sequence[str]]) -> Any:
     """The in-process benchmark, but the server's process group is SIGKILLed before the `kill_at` point."""
     from hfrelease.serving import process
