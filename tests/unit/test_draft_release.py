@@ -49,7 +49,7 @@ def test_demo_matrix_includes_both_drafts() -> None:
 
 def _family(root: Path, *, publish: bool = True, **thresholds: float) -> Manifest:
     """The fixture family (draft of fp8 on the chat workload) with draft gates and `publish` set."""
-    for name in ("fp8", "draft"):  # weights to hash: an artifact's identity covers its weight files
+    for name in ("ref", "fp8", "draft"):  # weights to hash: an artifact's identity covers its weight files
         (root / "checkpoints" / name / "model.safetensors").write_bytes(f"weights of {name}".encode())
     manifest = load_manifest(root)
     draft = manifest.artifact_by_id("draft")
@@ -172,3 +172,30 @@ def test_a_draft_no_workload_serves_with_its_target_is_missing(fixture_family: P
     assert "no workload serves the draft 'draft' with its target 'fp8'" in decision.blocking[0].text
     with pytest.raises(Exception, match="no workload serves the draft"):
         plan_drafts(manifest, ["draft"], ledger=Ledger(fixture_family / "results"), hash_cache=None)
+
+
+def _dry_run(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    import json
+
+    from hfrelease.cli import main
+
+    try:
+        main(["eval", *args, "--dry-run", "--json"])
+    except SystemExit as exit_:
+        assert exit_.code in (0, None), capsys.readouterr().err
+    result: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return result
+
+
+def test_eval_artifact_draft_is_its_release_job(fixture_family: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`eval --artifact draft`, the matrix's command without --speed, plans the draft's job: its target with
+    and without the draft on the workload naming it, no ngram, no gate; named beside it, ref runs its gates."""
+    _family(fixture_family)
+    plan = _dry_run([str(fixture_family), "--artifact", "draft"], capsys)
+    servers = [(s["artifact"], s["speculative"], [p["concurrency"] for p in s["points"]])
+               for s in plan["speed"]["servers"]]
+    assert servers == [("fp8", "none", [1, 2]), ("fp8", "draft", [1, 2])]
+    assert "servers" not in plan  # no gate plan: a draft has no quality gate
+    both = _dry_run([str(fixture_family), "--artifact", "ref", "--artifact", "draft"], capsys)
+    assert [s["artifact"] for s in both["servers"]] == ["ref"]
+    assert [(s["artifact"], s["speculative"]) for s in both["speed"]["servers"]] == [("fp8", "none"), ("fp8", "draft")]
