@@ -67,6 +67,23 @@ def render_manifest(spec: FamilySpec) -> str:
     )
 
 
+def _with_install(github: WorkflowSpec, root: Path) -> tuple[WorkflowSpec, list[ConfigProblem]]:
+    """`github` with an install line that resolves on a runner: the one given (checked), else one found."""
+    from hfrelease.preflight.install import default_install, install_problem
+
+    if github.install.strip():
+        problem = install_problem(github.install, root)
+        return github, [ConfigProblem(location="--install", message=problem)] if problem else []
+    found = default_install(root)
+    if found is None:
+        return github, [ConfigProblem(
+            location="--install",
+            message="hfrelease is not on PyPI and this installation did not come from a public git commit: pass "
+                    "--install git+https://github.com/OWNER/hfrelease@<commit> (or an https wheel URL, or a path "
+                    "in this repository) so the workflows can install it")]
+    return replace(github, install=found), []
+
+
 def scaffold_family(
     directory: Path, spec: FamilySpec, *, force: bool = False, github: WorkflowSpec | None = None
 ) -> list[Path]:
@@ -88,14 +105,16 @@ def scaffold_family(
         problems.append(
             ConfigProblem(location="--owner", message=f"{spec.owner!r} is not a Hub user or organization name")
         )
+    root = repository_root(directory)
     if github is not None:
-        problems += github.problems()  # --runner-label / --environment, named before anything is written
+        github, install_problems = _with_install(github, root)
+        problems += install_problems
+        problems += [p for p in github.problems() if p.location != "--install" or not install_problems]
     if problems:
         raise ConfigError("hfrelease init", problems)
     manifest = directory / MANIFEST_NAME
     if manifest.exists() and not force:
         raise HfreleaseError(f"{manifest} already exists", hint="Pass --force to overwrite it.")
-    root = repository_root(directory)
     if github is not None and not force:
         refuse_existing(root)  # before anything is written
     text = render_manifest(spec)

@@ -11,7 +11,6 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
-from hfrelease import __version__
 from hfrelease.errors import ConfigError, ConfigProblem, HfreleaseError
 from hfrelease.manifest import Manifest
 from hfrelease.resources import templates_dir
@@ -46,7 +45,9 @@ class WorkflowSpec:
     manifest: str  # release.toml's path from the repository root, POSIX style
     runner_label: str = "gpu"  # label of the self-hosted GPU runners the eval matrix runs on
     environment: str = "release"  # the protected environment (required reviewers, HF_TOKEN secret)
-    install: str = f"hfrelease=={__version__}"  # what `pip install` installs hfrelease from
+    # What `pip install` installs hfrelease from: hfrelease is not on PyPI, so a pinned git+https URL, an https
+    # wheel URL or a path in the repository (`hfrelease.preflight.install`); `init` fills it in when empty.
+    install: str = ""
     vllm: str = "vllm"  # the vLLM requirement installed on the GPU runners
     python_version: str = "3.11"
     eval_timeout_minutes: int = 360
@@ -57,6 +58,10 @@ class WorkflowSpec:
             if not _NAME.match(value):
                 found.append(ConfigProblem(location=option, message=f"{value!r} is not a plain name "
                                            "(letters, digits, '.', '_' or '-', at most 100)"))
+        if not self.install.strip():
+            found.append(ConfigProblem(location="--install", message="no install line for hfrelease: give "
+                                       "git+https://.../hfrelease@<commit>, an https wheel URL or a path in the "
+                                       "repository"))
         path = PurePosixPath(self.manifest)
         if path.is_absolute() or ".." in path.parts or not _NAME.match(path.name):
             found.append(ConfigProblem(location="manifest", message=f"{self.manifest!r} must be a path inside "

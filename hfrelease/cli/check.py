@@ -18,15 +18,29 @@ if TYPE_CHECKING:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--cards", is_flag=True, help="Also lint the rendered model cards against the ledger.")
 @click.option("--max-age-days", type=click.IntRange(min=0), help="With --cards: fail when a card's numbers are older.")
-def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days: int | None) -> None:
-    """Validate family manifests (release.toml files or their directories).
+@click.option("--offline", is_flag=True, help="Preflight without asking the Hub (revisions, release tags, Hub chat "
+              "templates are not checked).")
+@click.option("--no-preflight", "no_preflight", is_flag=True,
+              help="Only validate the manifest: skip the preflight (lm-eval tasks and metrics, chat templates, "
+                   "plugins, Hub revisions and tags, workflow install lines).")
+def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days: int | None, offline: bool = False,
+          no_preflight: bool = False) -> None:
+    """Validate family manifests (release.toml files or their directories), then preflight them.
 
     With no argument: ./release.toml, or else every model_cards/*/release.toml below the current directory.
+    The preflight finds before any GPU time what would fail on a runner: each gate's lm-eval task, metric
+    and filter exist and its task fits its api; a thinking gate's chat template takes the thinking switch;
+    every plugin directory is a package; Hub revisions exist and the release tag is not taken yet; the
+    repository's workflows install hfrelease from somewhere that resolves.
     Every problem is reported at once, each with its place in the file; exit code 3 when any is found.
     """
+    from rich.markup import escape
+
     from hfrelease.check import default_manifests, summarize
+    from hfrelease.cli.eval import cache_dir
     from hfrelease.cli.output import err_console, print_error, print_json
     from hfrelease.manifest import load_manifest
+    from hfrelease.preflight import run_preflight
 
     paths = list(manifests) or default_manifests(Path.cwd())
     if not paths:
@@ -52,15 +66,31 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
                 print_error(exc.message, hint=exc.hint)
             continue
         summary = summarize(manifest)
+        ok = True
+        if not no_preflight:
+            report = run_preflight(manifest, cache_dir=cache_dir(), hub=not offline)
+            summary["preflight"] = {"seconds": round(report.seconds, 3), "notes": list(report.notes)}
+            if report.problems:
+                ok = False
+                summary["problems"] = [
+                    {"location": p.location, "message": p.message, "suggestion": p.suggestion} for p in report.problems
+                ]
+                if not as_json:
+                    error = ConfigError(f"{path} (preflight)", report.problems)
+                    print_error(error.message, hint=error.hint)
+            if not as_json:
+                for note in report.notes:
+                    err_console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
         if cards:
             summary["cards"] = _lint_cards(manifest, max_age_days=max_age_days)
             if summary["cards"]["problems"]:
-                failed += 1
+                ok = False
                 if not as_json:
                     print_error("cards of " + manifest.family.name + " are not fit to publish:\n"
                                 + "\n".join(f"  - {p}" for p in summary["cards"]["problems"]),
                                 hint="Re-render with `hfrelease render` (never edit numbers by hand).")
-        results.append({"manifest": str(path), "ok": not (cards and summary["cards"]["problems"]), **summary})
+        failed += not ok
+        results.append({"manifest": str(path), "ok": ok, **summary})
         if not as_json:
             _show(manifest, path)
     if as_json:

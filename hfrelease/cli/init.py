@@ -25,10 +25,14 @@ import click
               help="With --github: label of the self-hosted GPU runners the eval matrix runs on.")
 @click.option("--environment", default="release", show_default=True,
               help="With --github: the protected environment of the publish job (required reviewers, HF_TOKEN).")
+@click.option("--install", "install", default="", metavar="SPEC",
+              help="With --github: what the workflows `pip install` hfrelease from (hfrelease is not on PyPI): "
+                   "git+https://.../hfrelease@<commit>, an https wheel URL, or a path in the repository. Default: "
+                   "the git commit this hfrelease was installed from, when known.")
 def init(
     directory: Path, name: str, base_model: str, owner: str, display_name: str | None, license_: str,
     languages: tuple[str, ...], author: str | None, force: bool, github: bool, runner_label: str = "gpu",
-    environment: str = "release",
+    environment: str = "release", install: str = "",
 ) -> None:
     """Scaffold DIRECTORY with a commented release.toml, sections/, results/ and prompts/."""
     from hfrelease.cli.output import err_console
@@ -36,12 +40,13 @@ def init(
     from hfrelease.workflows import WorkflowSpec
 
     ctx = click.get_current_context()
-    given = [f"--{p.replace('_', '-')}" for p in ("runner_label", "environment")
+    given = [f"--{p.replace('_', '-')}" for p in ("runner_label", "environment", "install")
              if ctx.get_parameter_source(p) is not click.core.ParameterSource.DEFAULT]
     if given and not github:
         raise click.UsageError(f"{' and '.join(given)} only apply with --github")
     # The manifest path is filled in by the scaffold, relative to the repository root it finds.
-    workflows = WorkflowSpec(manifest="release.toml", runner_label=runner_label, environment=environment)
+    workflows = WorkflowSpec(manifest="release.toml", runner_label=runner_label, environment=environment,
+                             install=install)
     spec = FamilySpec(
         name=name, base_model=base_model, owner=owner, display_name=display_name, license=license_,
         languages=languages, author=author,

@@ -15,7 +15,8 @@ from hfrelease.workflows import ACTIONS, WorkflowSpec, render_workflows
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 FAMILY_SPEC = WorkflowSpec(manifest="model_cards/mymodel/release.toml", runner_label="a100-80g",
-                           environment="hub-release")
+                           environment="hub-release",
+                           install="git+https://github.com/acme/hfrelease@0123456789abcdef0123456789abcdef01234567")
 
 
 def _family_texts() -> dict[str, str]:

@@ -10,6 +10,9 @@ from flagship import ROOT
 
 from hfrelease.cli import main
 
+# hfrelease is not on PyPI: a new family's workflows install it from a pinned commit.
+INSTALL = "git+https://github.com/acme/hfrelease@0123456789abcdef0123456789abcdef01234567"
+
 
 def _lint(argv: list[str], cwd: Path) -> None:
     result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
@@ -28,7 +31,8 @@ def initialised(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     (tmp_path / ".git").mkdir()  # the repository root the workflows go to
     with pytest.raises(SystemExit) as exit_info:
         main(["init", str(tmp_path / "model_cards" / "mymodel"), "--name", "mymodel", "--base-model", "acme/My-7B",
-              "--owner", "acme", "--github", "--runner-label", "h100", "--environment", "hf-publish"])
+              "--owner", "acme", "--github", "--runner-label", "h100", "--environment", "hf-publish",
+              "--install", INSTALL])
     assert exit_info.value.code == 0, capsys.readouterr().err
     return tmp_path
 
@@ -62,7 +66,7 @@ def test_init_github_refuses_to_overwrite_workflows(initialised: Path, capsys: p
     release = initialised / ".github" / "workflows" / "release.yml"
     release.write_text("# mine\n")
     args = ["init", str(initialised / "model_cards" / "other"), "--name", "other", "--base-model", "acme/O-1B",
-            "--owner", "acme", "--github"]
+            "--owner", "acme", "--github", "--install", INSTALL]
     with pytest.raises(SystemExit) as exit_info:
         main(args)
     assert exit_info.value.code == 1

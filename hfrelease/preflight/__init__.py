@@ -1,0 +1,71 @@
+"""The preflight of `hfrelease check`: what would fail on a GPU runner, found before one is allocated.
+
+A manifest that loads can still stop a release after a server has started: a gate's lm-eval task that does
+not exist, a misspelt metric or filter key, a log-likelihood task sent to chat completions
+(`tasks`); a thinking gate whose chat template ignores the thinking switch (`template`); a plugin directory
+that is not a package (`plugins`); a Hub revision that does not exist or a release tag already taken
+(`hub`); a workflow that installs hfrelease from nowhere (`install`). Each is checked from files and one
+small Hub request at most, every problem is reported at once (`ConfigProblem`s, exit 3 through
+`ConfigError`), and what could not be checked (an unreachable Hub) is said in a note, never as a problem.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hfrelease.errors import ConfigProblem
+from hfrelease.manifest import Manifest
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+    from hfrelease.preflight.tasks import TaskCatalog
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreflightReport:
+    problems: tuple[ConfigProblem, ...]
+    notes: tuple[str, ...]  # what was not checked, and why
+    seconds: float
+
+
+def run_preflight(
+    manifest: Manifest,
+    *,
+    cache_dir: Path | None,
+    hub: bool = True,
+    catalog: TaskCatalog | None = None,
+    api_factory: Callable[[str], HfApi] | None = None,
+) -> PreflightReport:
+    """Every preflight check of `manifest`. `hub=False` asks the Hub nothing (offline or quick use)."""
+    from hfrelease.preflight.install import workflow_install_problems
+    from hfrelease.preflight.plugins import plugin_problems
+    from hfrelease.preflight.tasks import task_problems
+    from hfrelease.preflight.template import thinking_problems
+    from hfrelease.workflows import repository_root
+
+    started = time.monotonic()
+    problems: list[ConfigProblem] = [*plugin_problems(manifest)]
+    notes: list[str] = []
+    problems += task_problems(manifest, cache_dir=cache_dir, catalog=catalog)
+    fetch = None
+    if hub:
+        from hfrelease.preflight.hub import hub_checks
+
+        checked = hub_checks(manifest, api_factory=api_factory)
+        problems += checked.problems
+        notes += checked.notes
+        fetch = checked.fetch
+    elif any(a.source.hub for a in manifest.artifact) or any(a.publish for a in manifest.artifact):
+        notes.append("the Hub was not asked (--offline): Hub revisions, release tags and Hub chat templates "
+                     "not checked")
+    found, unread = thinking_problems(manifest, fetch=fetch)
+    problems += found
+    if hub:
+        notes += unread
+    problems += workflow_install_problems(repository_root(manifest.root))
+    return PreflightReport(problems=tuple(problems), notes=tuple(notes), seconds=time.monotonic() - started)

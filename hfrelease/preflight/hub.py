@@ -1,0 +1,147 @@
+"""The Hub side of the preflight: each Hub source's pinned revision exists; the release tag is on no repo yet.
+
+Sources are read where `hfrelease eval` downloads them: huggingface_hub's endpoint (`HF_ENDPOINT`). The
+tag is looked up where `publish` would put it: `[publish].endpoint` when the manifest sets one, else the
+same endpoint. The Hub may be out of reach (an offline runner, `HF_HUB_OFFLINE=1`): the preflight then
+says so in a note and checks the rest; an unreachable Hub is never a problem of the manifest. With
+`HF_HUB_OFFLINE=1` a loopback endpoint (the built-in Hub, `hfrelease hub serve`) is still asked: it is on
+this machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from hfrelease.errors import ConfigProblem
+from hfrelease.manifest import Manifest
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+_DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+class HubUnreachable(Exception):
+    """The endpoint did not answer (no network, offline mode, DNS, timeout)."""
+
+
+def hub_endpoint() -> str:
+    """The Hub huggingface_hub talks to (HF_ENDPOINT, read when huggingface_hub is imported)."""
+    from huggingface_hub import constants
+
+    return str(constants.ENDPOINT).rstrip("/")
+
+
+def _loopback(url: str) -> bool:
+    return (urlsplit(url).hostname or "") in _LOOPBACK
+
+
+@contextlib.contextmanager
+def _access(endpoint: str) -> Iterator[None]:
+    """Raise HubUnreachable for offline mode off this machine and for connection failures inside the block."""
+    from huggingface_hub import constants
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    was_offline = constants.HF_HUB_OFFLINE
+    if was_offline and not _loopback(endpoint):
+        raise HubUnreachable(f"HF_HUB_OFFLINE=1 keeps hfrelease off {endpoint}")
+    constants.HF_HUB_OFFLINE = False
+    try:
+        yield
+    except HfHubHTTPError:
+        raise
+    except (OfflineModeIsEnabled, OSError) as exc:
+        raise HubUnreachable(f"{endpoint} is not reachable ({type(exc).__name__})") from exc
+    except Exception as exc:
+        # httpx's transport errors (ConnectError, timeouts) are not OSErrors.
+        if type(exc).__module__.startswith(("httpx", "httpcore", "requests", "urllib3")):
+            raise HubUnreachable(f"{endpoint} is not reachable ({type(exc).__name__})") from exc
+        raise
+    finally:
+        constants.HF_HUB_OFFLINE = was_offline
+
+
+@dataclass(frozen=True, kw_only=True)
+class HubCheck:
+    problems: tuple[ConfigProblem, ...]
+    notes: tuple[str, ...]
+    fetch: Callable[[str, str, str], Path | None] | None  # for the chat templates; None: Hub not reachable
+
+
+def _fetcher(api: HfApi, endpoint: str) -> Callable[[str, str, str], Path | None]:
+    def fetch(repo: str, revision: str, filename: str) -> Path | None:
+        from huggingface_hub.errors import EntryNotFoundError
+
+        try:
+            with _access(endpoint):
+                return Path(api.hf_hub_download(repo, filename, revision=revision))
+        except EntryNotFoundError:
+            return None
+
+    return fetch
+
+
+def hub_checks(manifest: Manifest, *, api_factory: Callable[[str], HfApi] | None = None) -> HubCheck:
+    """Revisions of Hub sources and the release tag on each published repo, when the Hub answers."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+
+    make = api_factory or (lambda endpoint: HfApi(endpoint=endpoint))
+    sources_at = hub_endpoint()
+    tags_at = manifest.publish.endpoint.rstrip("/")
+    tags_at = sources_at if tags_at == _DEFAULT_ENDPOINT else tags_at
+    problems: list[ConfigProblem] = []
+    notes: list[str] = []
+    fetch: Callable[[str, str, str], Path | None] | None = None
+    hub_sources = [(i, a) for i, a in enumerate(manifest.artifact) if a.source.hub is not None]
+    try:
+        api = make(sources_at)
+        for index, artifact in hub_sources:
+            repo, revision = artifact.source.hub, artifact.source.revision
+            assert repo is not None and revision is not None
+            where = f"artifact[{index}].source.revision"
+            try:
+                with _access(sources_at):
+                    api.repo_info(repo, revision=revision)
+            except RevisionNotFoundError:
+                problems.append(ConfigProblem(location=where, message=f"{repo} has no commit {revision} at "
+                                              f"{sources_at} (pin a commit the repo holds: `hf api models/{repo} "
+                                              "--expand sha`)"))
+            except RepositoryNotFoundError:
+                problems.append(ConfigProblem(location=f"artifact[{index}].source.hub", message=f"no repo {repo} at "
+                                              f"{sources_at} (or it is private and HF_TOKEN cannot read it)"))
+            except HfHubHTTPError as exc:
+                notes.append(f"{repo}@{revision[:12]} not checked: {sources_at} answered {exc}")
+        fetch = _fetcher(api, sources_at)
+    except HubUnreachable as exc:
+        if hub_sources:
+            notes.append(f"Hub sources' revisions not checked: {exc}")
+    tag = manifest.tag_name()
+    try:
+        api = make(tags_at)
+        for artifact in manifest.artifact:
+            if not artifact.publish:
+                continue
+            try:
+                with _access(tags_at):
+                    refs = api.list_repo_refs(artifact.repo)
+            except RepositoryNotFoundError:
+                continue  # a repo this release creates
+            except HfHubHTTPError as exc:
+                notes.append(f"tags of {artifact.repo} not checked: {tags_at} answered {exc}")
+                continue
+            taken = {t.name: t.target_commit for t in refs.tags}
+            if tag in taken:
+                problems.append(ConfigProblem(location="family.version", message=f"the release tag {tag!r} is "
+                                              f"already on {artifact.repo} (commit {taken[tag][:12]}) at {tags_at}: "
+                                              "that release is out; raise the version for the next one"))
+    except HubUnreachable as exc:
+        notes.append(f"release tag {tag!r} not looked up on the family's repos: {exc}")
+    return HubCheck(problems=tuple(problems), notes=tuple(notes), fetch=fetch)
+
