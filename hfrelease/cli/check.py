@@ -31,7 +31,8 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
     The preflight finds before any GPU time what would fail on a runner: each gate's lm-eval task, metric
     and filter exist and its task fits its api; a thinking gate's chat template takes the thinking switch;
     every plugin directory is a package; Hub revisions exist and the release tag is not taken yet; the
-    repository's workflows install hfrelease from somewhere that resolves.
+    repository's workflows install hfrelease from somewhere that resolves. With --cards, the rendered cards
+    are linted instead of the preflight.
     Every problem is reported at once, each with its place in the file; exit code 3 when any is found.
     """
     from rich.markup import escape
@@ -67,7 +68,9 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
             continue
         summary = summarize(manifest)
         ok = True
-        if not no_preflight:
+        # --cards lints what render made after eval (the render job, or after a publish): the preflight is
+        # about what happens before eval, and its tag check would fail once the release is out.
+        if not (no_preflight or cards):
             report = run_preflight(manifest, cache_dir=cache_dir(), hub=not offline)
             summary["preflight"] = {"seconds": round(report.seconds, 3), "notes": list(report.notes)}
             if report.problems:

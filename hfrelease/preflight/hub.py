@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _DEFAULT_ENDPOINT = "https://huggingface.co"
+_ANSWERED: set[str] = set()  # endpoints that accepted a connection in this process
 
 
 class HubUnreachable(Exception):
@@ -51,6 +52,9 @@ def _access(endpoint: str) -> Iterator[None]:
     was_offline = constants.HF_HUB_OFFLINE
     if was_offline and not _loopback(endpoint):
         raise HubUnreachable(f"HF_HUB_OFFLINE=1 keeps hfrelease off {endpoint}")
+    if endpoint not in _ANSWERED:
+        _probe(endpoint)
+        _ANSWERED.add(endpoint)
     constants.HF_HUB_OFFLINE = False
     try:
         yield
@@ -75,16 +79,33 @@ class HubCheck:
 
 
 def _fetcher(api: HfApi, endpoint: str) -> Callable[[str, str, str], Path | None]:
+    """One file of a Hub source at its commit (None: the repo has no such file; LookupError: unreadable)."""
+
     def fetch(repo: str, revision: str, filename: str) -> Path | None:
-        from huggingface_hub.errors import EntryNotFoundError
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
 
         try:
             with _access(endpoint):
-                return Path(api.hf_hub_download(repo, filename, revision=revision))
+                return Path(hf_hub_download(repo, filename, revision=revision, endpoint=endpoint, token=api.token))
         except EntryNotFoundError:
             return None
+        except (HfHubHTTPError, HubUnreachable) as exc:  # a missing revision is reported by hub_checks
+            raise LookupError(str(exc)) from exc
 
     return fetch
+
+
+def _probe(endpoint: str, timeout: float = 3.0) -> None:
+    """Fail fast when nothing answers at `endpoint`: huggingface_hub retries a failed download for ~20 s."""
+    import socket
+
+    parts = urlsplit(endpoint)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname or "", port), timeout=timeout).close()
+    except OSError as exc:
+        raise HubUnreachable(f"{endpoint} is not reachable ({exc.strerror or type(exc).__name__})") from exc
 
 
 def hub_checks(manifest: Manifest, *, api_factory: Callable[[str], HfApi] | None = None) -> HubCheck:

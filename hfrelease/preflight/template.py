@@ -20,7 +20,8 @@ from hfrelease.evaluation.plan import gate_artifacts
 from hfrelease.manifest import Artifact, Manifest
 
 TEMPLATE_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_template.json")
-# (repo, revision, filename) -> the file's local path, or None when the repo has no such file.
+# (repo, revision, filename) -> the file's local path, or None when the repo has no such file; raises
+# LookupError when the source cannot be read at all.
 Fetcher = Callable[[str, str, str], Path | None]
 
 
@@ -122,6 +123,8 @@ def thinking_problems(manifest: Manifest, *, fetch: Fetcher | None) -> tuple[lis
                     unread.append(artifact_id)
                     continue
                 template, config, origin = _hub_template(artifact.source.hub, artifact.source.revision, fetch)
+        except LookupError:
+            continue  # the source itself is unreadable: hub_checks reports its revision or says why
         except (OSError, ValueError) as exc:
             problems.append(ConfigProblem(location=where, message=f"the chat template of {artifact_id!r} cannot be "
                                           f"read: {exc}"))

@@ -58,8 +58,7 @@ def test_cli_render_then_check_cards(nanbeige_dir: Path, capsys: pytest.CaptureF
         assert (nanbeige_dir / artifact / "citation.bib").is_file()
     assert (nanbeige_dir / "fp8-dynamic" / "plots" / "load.png").is_file()
     assert (nanbeige_dir / "eagle3" / "plots" / "acceptance.png").is_file()
-    # --no-preflight: the flagship's vllm_plugin/ is a placeholder, which the preflight reports (test_cli.py).
-    code, output = run(["check", "--cards", "--no-preflight", "--json", str(nanbeige_dir)], capsys)
+    code, output = run(["check", "--cards", "--json", str(nanbeige_dir)], capsys)
     assert code == 0, output
     code, output = run(["render", "--diff", str(nanbeige_dir)], capsys)
     assert code == 0 and "+++" not in output and "0 files would change" in output
