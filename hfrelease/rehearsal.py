@@ -243,7 +243,9 @@ def write_release_workflow(manifest_file: Path, *, root: Path, force: bool = Fal
     root = root.resolve()
     if not manifest_file.is_relative_to(root):
         raise ConfigError("--root", [ConfigProblem(location="--root", message=f"{manifest_file} is not inside {root}")])
-    spec = WorkflowSpec(manifest=manifest_file.relative_to(root).as_posix())
+    from hfrelease.preflight.install import rehearsal_install
+
+    spec = WorkflowSpec(manifest=manifest_file.relative_to(root).as_posix(), install=rehearsal_install(root))
     text = render_workflows(load_manifest(manifest_file, check_files=False), spec)["workflows/release.yml"]
     path = root / WORKFLOW
     if path.exists() and not force and path.read_text(encoding="utf-8") != text:

@@ -19,28 +19,17 @@ from urllib.parse import urlsplit
 
 from hfrelease.errors import ConfigProblem
 from hfrelease.manifest import Manifest
+from hfrelease.sources import hub_endpoint, is_loopback
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _DEFAULT_ENDPOINT = "https://huggingface.co"
 _ANSWERED: set[str] = set()  # endpoints that accepted a connection in this process
 
 
 class HubUnreachable(Exception):
     """The endpoint did not answer (no network, offline mode, DNS, timeout)."""
-
-
-def hub_endpoint() -> str:
-    """The Hub huggingface_hub talks to (HF_ENDPOINT, read when huggingface_hub is imported)."""
-    from huggingface_hub import constants
-
-    return str(constants.ENDPOINT).rstrip("/")
-
-
-def _loopback(url: str) -> bool:
-    return (urlsplit(url).hostname or "") in _LOOPBACK
 
 
 @contextlib.contextmanager
@@ -50,7 +39,7 @@ def _access(endpoint: str) -> Iterator[None]:
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
     was_offline = constants.HF_HUB_OFFLINE
-    if was_offline and not _loopback(endpoint):
+    if was_offline and not is_loopback(endpoint):
         raise HubUnreachable(f"HF_HUB_OFFLINE=1 keeps hfrelease off {endpoint}")
     if endpoint not in _ANSWERED:
         _probe(endpoint)

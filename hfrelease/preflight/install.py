@@ -118,6 +118,29 @@ def default_install(root: Path, *, runner: shell.Runner = subprocess.run) -> str
     return None
 
 
+def rehearsal_install(root: Path, *, runner: shell.Runner = subprocess.run) -> str:
+    """`default_install`, else the directory this hfrelease is installed from on this machine.
+
+    For a workflow the rehearsal runs here (`hfrelease release --write-workflow`), whose pip installs are
+    substituted by the current environment; `hfrelease check` reports such a line in a repository's workflows.
+    """
+    import importlib.metadata
+
+    found = default_install(root, runner=runner)
+    if found is not None:
+        return found
+    try:
+        direct = importlib.metadata.distribution(DISTRIBUTION).read_text("direct_url.json") or "{}"
+    except importlib.metadata.PackageNotFoundError:
+        direct = "{}"
+    url = json.loads(direct).get("url")
+    if isinstance(url, str) and url.startswith("file://"):
+        from urllib.request import url2pathname
+
+        return url2pathname(url[len("file://"):])
+    return str(Path(__file__).resolve().parents[2])
+
+
 def _checkout_install(checkout: Path, runner: shell.Runner) -> str | None:
     def git(*args: str) -> str | None:
         try:

@@ -118,7 +118,7 @@ def test_the_release_workflows_family_artifact_keeps_eval_results(tmp_path: Path
 
     fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "family"
     text = render_workflows(load_manifest(fixtures, check_files=False),
-                            WorkflowSpec(manifest="model_cards/fam/release.toml"))["workflows/release.yml"]
+                            WorkflowSpec(manifest="model_cards/fam/release.toml", install="."))["workflows/release.yml"]
     (tmp_path / "release.yml").write_text(text)
     render = load_workflow(tmp_path / "release.yml").jobs["render"]
     upload = next(s for s in render.steps if (s.uses or "").startswith("actions/upload-artifact@"))
