@@ -249,9 +249,21 @@ def _run_gates(
         except MeasurementError as exc:
             # One gate's harness failing (a custom command that crashed, a metric lm-eval did not
             # report) voids that gate only: the server is fine, the other gates still run.
+            if server is not None:
+                server.disarm()
+                if (died := server.death_behind(exc)) is not None:
+                    raise died from None
             failure = exc
             run = GateRun(value=0.0, stderr=None, metrics={}, samples=[], n=0, truncated=0, empty=0, requests=0,
                           task_hash=None)
+        except Exception as exc:
+            # The client's "connection refused/reset" can win the race against the watchdog when the
+            # server is killed: a dead (or dying) server group makes it engine death (exit 5), not a bug.
+            if server is not None:
+                server.disarm()
+                if (died := server.death_behind(exc)) is not None:
+                    raise died from None
+            raise
         finally:
             if server is not None:
                 server.disarm()

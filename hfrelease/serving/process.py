@@ -40,6 +40,18 @@ POLL_SECONDS = 0.5
 # (weights, KV cache) and stays flat, so 10 s loses nothing; every record also samples once when written.
 MEMORY_EVERY_POLLS = 20
 STOP_GRACE_SECONDS = 20.0
+# After a client's connection to a managed server is refused or reset, how long the server's process
+# may take to be seen dead before the error is taken for what it says. SIGKILL of the group is instant,
+# but on a loaded 2-core machine the reaping (and the watchdog's next poll) can lag by seconds.
+DEATH_GRACE_SECONDS = 15.0
+# Exception class names (any module) that mean "the connection failed": aiohttp's client errors (lm-eval's
+# async API models), http.client's RemoteDisconnected, requests'/httpx's connection errors. Matched by
+# name so that hfrelease imports none of those libraries to classify an error.
+_CONNECTION_ERROR_NAMES = frozenset({
+    "ClientConnectionError", "ClientConnectorError", "ClientOSError", "ServerDisconnectedError",
+    "ClientConnectionResetError", "RemoteDisconnected", "ConnectionError", "ConnectError", "ReadError",
+    "RemoteProtocolError", "ChunkedEncodingError", "ProtocolError",
+})
 
 # Every server this process started and has not stopped yet; stopped at interpreter exit too, so an
 # interrupted hfrelease leaves no engine behind.
@@ -79,6 +91,20 @@ class ServerDiedError(ServerError):
         self.diagnosis = diagnosis
         self.tail = tail
         self.log_path = log_path
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it was raised from, says a connection was refused, reset or cut."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionError | EOFError):  # refused, reset, aborted, broken pipe
+            return True
+        if any(cls.__name__ in _CONNECTION_ERROR_NAMES for cls in type(current).__mro__):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def get_json(url: str, *, timeout: float) -> Any:
@@ -144,6 +170,9 @@ class VllmServer:
         self._watchdog: threading.Thread | None = None
         self._stopping = threading.Event()
         self._armed = threading.Event()
+        # Held while the watchdog decides to interrupt the main thread, so that after disarm() returns
+        # no new interrupt can be issued.
+        self._arm_lock = threading.Lock()
         self.died: ServerDiedError | None = None
         self.started_at: float | None = None
         self.ready_after: float | None = None
@@ -214,10 +243,35 @@ class VllmServer:
 
     def arm(self) -> None:
         """From now on, if the server dies, interrupt the main thread (a gate is waiting on it)."""
-        self._armed.set()
+        with self._arm_lock:
+            self._armed.set()
 
     def disarm(self) -> None:
-        self._armed.clear()
+        with self._arm_lock:
+            self._armed.clear()
+
+    def death_behind(self, exc: BaseException, *, grace: float = DEATH_GRACE_SECONDS) -> ServerDiedError | None:
+        """The server's death when it explains `exc`, else None.
+
+        A client talking to a server whose process group is being killed sees its connection refused or
+        reset, and that error can reach the main thread before the watchdog's next poll (it did under
+        load). So a connection error waits up to `grace` seconds for the process to be seen dead; any
+        other error counts as the server's doing only if it is dead already. Call with the server
+        disarmed; an interrupt the watchdog issued just before is absorbed here.
+        """
+        process = self._process
+        if process is None:
+            return None
+        deadline = time.monotonic() + (grace if is_connection_error(exc) else 0.0)
+        try:
+            while self.died is None and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            if self.died is None:
+                raise
+        if self.died is None and process.poll() is not None:
+            self.died = self._death(f"vLLM exited with code {process.returncode} while in use", process.returncode)
+        return self.died
 
     def check_alive(self) -> None:
         if self.died is not None:
@@ -236,10 +290,12 @@ class VllmServer:
             code = process.poll()
             if code is not None and not self._stopping.is_set():
                 self.died = self._death(f"vLLM exited with code {code} while in use", code)
-                if self._armed.is_set():
-                    # The main thread is blocked inside lm-eval's request loop; interrupting it is the
-                    # only way to report the death within seconds instead of after lm-eval's retries.
-                    _thread.interrupt_main()
+                with self._arm_lock:
+                    if self._armed.is_set():
+                        # The main thread is blocked inside lm-eval's request loop; interrupting it is
+                        # the only way to report the death within seconds instead of after lm-eval's
+                        # retries.
+                        _thread.interrupt_main()
                 return
 
     def memory(self) -> dict[str, Any]:

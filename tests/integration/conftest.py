@@ -8,11 +8,14 @@ directory so that the repository's own ledger is never touched.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from hfrelease.demo.build import build_demo_family
@@ -50,3 +53,46 @@ def demo_family(tmp_path: Path, demo_build: dict[str, Path]) -> Path:
     (tmp_path / "build").symlink_to(ROOT / "build")
     (target / "results").mkdir()
     return target
+
+
+# The environment variable that marks the processes one test started: hfrelease passes its environment to
+# the vLLM servers it starts and they to their engine processes, so the mark finds exactly those, however
+# many other vLLM servers run on the machine (CI hosts and developer machines often serve something).
+TEST_MARK = "HFRELEASE_TEST_MARK"
+
+
+def marked_env(mark: Path | str) -> dict[str, str]:
+    """This process's environment plus the mark of one test (its tmp_path)."""
+    return {**os.environ, TEST_MARK: str(mark)}
+
+
+def marked_processes(mark: Path | str) -> list[psutil.Process]:
+    """Live processes whose environment carries `mark` (what one test started, children included)."""
+    found = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            mine = process.pid != os.getpid() and process.environ().get(TEST_MARK) == str(mark)
+            if mine and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+    return found
+
+
+def vllm_servers(mark: Path | str) -> list[psutil.Process]:
+    """The `vllm serve` API servers among the processes marked `mark` (process-group leaders)."""
+    found = []
+    for process in marked_processes(mark):
+        with contextlib.suppress(psutil.Error):
+            cmdline = " ".join(process.cmdline())
+            if "vllm" in cmdline and " serve " in cmdline:
+                found.append(process)
+    return found
+
+
+def nothing_left(mark: Path | str, timeout: float = 30) -> bool:
+    """Whether every process marked `mark` is gone within `timeout` seconds (no orphaned server or engine)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not marked_processes(mark):
+            return True
+        time.sleep(0.5)
+    return False

@@ -12,19 +12,20 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 import tomli_w
 
 from hfrelease.errors import ExitCode
 from hfrelease.ledger.store import Ledger
+from tests.integration.conftest import marked_env, nothing_left, vllm_servers
 
 pytestmark = pytest.mark.slow
 
 
 def hfrelease(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Run hfrelease with the test's mark (its cwd, the test's tmp_path) on everything it starts."""
     return subprocess.run([sys.executable, "-m", "hfrelease", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+                          timeout=timeout, check=False, env=marked_env(cwd))
 
 
 def edit_manifest(family: Path, change: Any) -> None:
@@ -32,30 +33,6 @@ def edit_manifest(family: Path, change: Any) -> None:
     data = tomllib.loads(path.read_text())
     change(data)
     path.write_text(tomli_w.dumps(data))
-
-
-def servers_of(family: Path) -> list[psutil.Process]:
-    """vLLM processes serving any model of this family copy's build (by command line)."""
-    found = []
-    for process in psutil.process_iter(["cmdline"]):
-        cmdline = " ".join(process.info.get("cmdline") or [])
-        if "vllm" in cmdline and "serve" in cmdline and "hfrelease-demo/" in cmdline:
-            found.append(process)
-    return found
-
-
-def no_vllm_left(timeout: float = 30) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        alive = []
-        for process in psutil.process_iter(["name", "cmdline"]):
-            cmdline = " ".join(process.info.get("cmdline") or [])
-            if (process.info.get("name") or "").startswith("VLLM::") or ("vllm" in cmdline and " serve " in cmdline):
-                alive.append(process)
-        if not alive:
-            return True
-        time.sleep(0.5)
-    return False
 
 
 @pytest.mark.parametrize(
@@ -80,7 +57,7 @@ def test_start_failures_are_diagnosed(demo_family: Path, tmp_path: Path, change:
     assert f"before it became healthy: {cause}" in result.stderr, result.stderr[-3000:]
     assert "last lines of" in result.stderr
     assert not list((demo_family / "results").rglob("*.json"))
-    assert no_vllm_left()
+    assert nothing_left(tmp_path)
     assert time.monotonic() - started < 300
 
 
@@ -89,14 +66,14 @@ def test_server_killed_mid_gate(demo_family: Path, tmp_path: Path) -> None:
     # A bigger budget for the thinking gate keeps the server busy long enough to be killed mid-gate.
     process = subprocess.Popen(
         [sys.executable, "-m", "hfrelease", "eval", str(demo_family), "--artifact", "fp8-dynamic", "--json"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=marked_env(tmp_path),
     )
     results = demo_family / "results"
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and not list(results.rglob("*.json")):
         assert process.poll() is None, process.communicate()[1][-3000:]
         time.sleep(0.1)
-    victims = servers_of(demo_family)
+    victims = vllm_servers(tmp_path)  # only this test's server, never another on the machine
     assert victims, "no vLLM server found to kill"
     os.killpg(os.getpgid(victims[0].pid), signal.SIGKILL)
     killed_at = time.monotonic()
@@ -106,7 +83,7 @@ def test_server_killed_mid_gate(demo_family: Path, tmp_path: Path) -> None:
     assert "vLLM exited" in err and "while in use" in err
     kept = Ledger(results).records(kind="gate")
     assert 1 <= len(kept) < 4
-    assert no_vllm_left()
+    assert nothing_left(tmp_path)
 
     again = hfrelease("eval", str(demo_family), "--artifact", "fp8-dynamic", "--json", cwd=tmp_path)
     assert again.returncode in (ExitCode.OK, ExitCode.GATE_FAILED), again.stderr[-3000:]

@@ -8,27 +8,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from hfrelease.errors import ExitCode
 from hfrelease.ledger.store import Ledger
+from tests.integration.conftest import marked_env, nothing_left
 
 pytestmark = pytest.mark.slow
 
 
 def hfrelease(*args: str, cwd: Path, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    """Run hfrelease with the test's mark (its cwd, the test's tmp_path) on everything it starts."""
     return subprocess.run([sys.executable, "-m", "hfrelease", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, check=False)
-
-
-def vllm_processes() -> list[psutil.Process]:
-    found = []
-    for process in psutil.process_iter(["cmdline", "name"]):
-        cmdline = " ".join(process.info.get("cmdline") or [])
-        if "vllm serve" in cmdline or (process.info.get("name") or "").startswith("VLLM::"):
-            found.append(process)
-    return found
+                          timeout=timeout, check=False, env=marked_env(cwd))
 
 
 def rows_by(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -37,7 +29,6 @@ def rows_by(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
 
 def test_demo_family_end_to_end(demo_family: Path, tmp_path: Path) -> None:
     """Every artifact served once, every gate recorded; the weak variant fails, the quants pass; warm re-run is free."""
-    before = {p.pid for p in vllm_processes()}
     result = hfrelease("eval", str(demo_family), "--json", "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
     assert result.returncode == ExitCode.GATE_FAILED, result.stderr[-3000:]
     report = json.loads(result.stdout)
@@ -51,7 +42,7 @@ def test_demo_family_end_to_end(demo_family: Path, tmp_path: Path) -> None:
             assert rows[(quant, gate)]["verdict"] == "pass", rows[(quant, gate)]
     assert rows[("undertrained", "arith")]["verdict"] == "fail"
     assert rows[("undertrained", "arith")]["comparison"]["ci_high"] < 0
-    assert {p.pid for p in vllm_processes()} <= before, "a vLLM process was left behind"
+    assert nothing_left(tmp_path), "a vLLM process was left behind"
 
     # Values recorded are the ones lm-eval reported in the same run, and every record carries provenance.
     ledger = Ledger(demo_family / "results")
