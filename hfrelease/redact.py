@@ -19,6 +19,12 @@ _TOKEN_SHAPES = re.compile(
     r"(hf_[A-Za-z0-9]{16,}|api_org_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
     r"|sk-[A-Za-z0-9_-]{20,}|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{12,})"
 )
+# For refusing (not hiding) a value, case does not matter: "HF_..." pasted from a shouted note is a token too;
+# a short "hf_..." prefix is enough to refuse a manifest value, never to redact text.
+_TOKEN_SHAPES_ANY_CASE = re.compile(
+    r"(hf_[A-Za-z0-9]{16,}|api_org_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_|sk-[A-Za-z0-9_-]{16,}"
+    r"|bearer\s+\S{8,})", re.I
+)
 # Environment variables whose values are secrets whatever they look like. Matched as whole words of the
 # name (HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY) so that TOKENIZERS_PARALLELISM or MAX_TOKENS,
 # which are settings worth recording, are not hidden.
@@ -51,6 +57,11 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
         if value:
             text = text.replace(value, REDACTED)
     return _TOKEN_SHAPES.sub(REDACTED, text)
+
+
+def token_shaped(text: str) -> bool:
+    """Whether `text` holds something shaped like a credential (any letter case: HF_..., Bearer, SK-...)."""
+    return bool(_TOKEN_SHAPES_ANY_CASE.search(text))
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -40,7 +40,7 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
     from hfrelease.check import default_manifests, summarize
     from hfrelease.cli.eval import cache_dir
     from hfrelease.cli.output import err_console, print_error, print_json
-    from hfrelease.manifest import load_manifest
+    from hfrelease.manifest import find_manifest, load_manifest
     from hfrelease.preflight import run_preflight
 
     paths = list(manifests) or default_manifests(Path.cwd())
@@ -51,6 +51,7 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
     for path in paths:
         try:
             manifest = load_manifest(path)
+            _guard_serve_args(manifest, source=str(find_manifest(path)), quiet=as_json)
         except ConfigError as exc:
             failed += 1
             results.append(
@@ -102,6 +103,22 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
         err_console.print(f"[green]✓[/] {len(paths)} manifest{'s' if len(paths) != 1 else ''} valid")
     if failed:
         click.get_current_context().exit(int(ExitCode.CONFIG))
+
+
+def _guard_serve_args(manifest: Manifest, *, source: str, quiet: bool) -> None:
+    """vLLM's own parser reads every artifact's serve command (ConfigError when the args change what
+    hfrelease owns); without vLLM installed here, the spelling-level check of the load is all there is."""
+    from hfrelease.cli.output import err_console
+    from hfrelease.serving.guard import manifest_problems
+
+    problems = manifest_problems(manifest)
+    if problems:
+        raise ConfigError(source, problems)
+    if problems is None and not quiet:
+        err_console.print(
+            f"note: {source}: vLLM is not installed here, so serve args were checked by their spelling only; "
+            "every server start parses them with vLLM's own parser first", markup=False, highlight=False,
+        )
 
 
 def _lint_cards(manifest: Manifest, *, max_age_days: int | None) -> dict[str, Any]:

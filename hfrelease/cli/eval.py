@@ -67,10 +67,14 @@ def eval_(
     from hfrelease.evaluation.plan import plan_eval
     from hfrelease.ledger.hashing import HashCache
     from hfrelease.ledger.store import Ledger
-    from hfrelease.manifest import load_manifest
+    from hfrelease.manifest import find_manifest, load_manifest
 
     speed = speed or speed_only
     loaded = load_manifest(manifest)
+    if endpoint is None:  # the serve guard, in dry runs too: vLLM's parser reads the manifest's args
+        from hfrelease.serving.guard import require_safe_manifest
+
+        require_safe_manifest(loaded, source=str(find_manifest(manifest)))
     # A draft's job (the release matrix runs `eval --artifact DRAFT` like any other entry): its speed
     # anchors are its gates, so it runs them without --speed; other artifacts named beside it run their gates.
     drafts = () if speed else tuple(a for a in artifacts if a in {d.id for d in loaded.artifact if d.kind == "draft"})

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from hfrelease.redact import SECRET_NAME
+from hfrelease.manifest.serve_args import args_problems, env_problems
 
 SCHEMA_VERSION = 1
 
@@ -100,12 +100,9 @@ def _env(value: dict[str, str]) -> dict[str, str]:
         raise ValueError(f"not valid environment variable names: {', '.join(map(repr, bad))}")
     # Credentials come from the environment or the token file at run time, never from a committed
     # manifest (they would end up in ledger records and cards).
-    secret = [k for k in value if SECRET_NAME.search(k)]
-    if secret:
-        raise ValueError(
-            f"{', '.join(secret)} {'looks like a secret' if len(secret) == 1 else 'look like secrets'}: "
-            "never put credentials in the manifest; export them where hfrelease runs"
-        )
+    problems = env_problems(value)
+    if problems:
+        raise ValueError("; ".join(problems))
     return value
 
 
@@ -195,21 +192,11 @@ class Serve(Table):
 
     @model_validator(mode="after")
     def _args_do_not_shadow_keys(self) -> Serve:
-        owned = {
-            "--host": "hfrelease chooses a free port on 127.0.0.1",
-            "--port": "hfrelease chooses a free port on 127.0.0.1",
-            "--trust-remote-code": "use trust_remote_code = true",
-            "--speculative-config": "declare it in [[speculative]] and name it in a workload",
-            "--reasoning-parser": "use reasoning_parser",
-            "--tool-call-parser": "use tool_call_parser",
-            "--max-model-len": "use max_model_len",
-            "--kv-cache-dtype": "use kv_cache_dtype",
-            "--api-key": "never pass credentials as arguments",
-        }
-        for arg in self.args or []:
-            flag = arg.split("=", 1)[0]
-            if flag in owned:
-                raise ValueError(f"args must not contain {flag}: {owned[flag]}")
+        # By spelling, as vLLM's argparse reads it (prefixes, '_' for '-', '=', dotted keys); where vLLM is
+        # installed, hfrelease.serving.guard also parses the whole command with vLLM's own parser.
+        problems = args_problems(self.args or [])
+        if problems:
+            raise ValueError("; ".join(dict.fromkeys(problems)))
         return self
 
 

@@ -28,6 +28,9 @@ class ServeCommand:
     plugin: str | None = None  # plugin directory to `pip install --no-deps` first
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
     speculative: str = "none"  # id of the speculative config, "none" without
+    # argv[start:end] came from the manifest's `args` (the serve guard parses the command with and without
+    # them); None for a command not built from a manifest.
+    args_span: tuple[int, int] | None = None
 
     def display(self) -> str:
         """Shell form with the environment prefixed, secrets redacted: what people copy."""
@@ -119,7 +122,9 @@ def build_serve_command(
         argv.append("--enable-auto-tool-choice")
     if serve.tool_call_parser:
         argv += ["--tool-call-parser", serve.tool_call_parser]
+    args_start = len(argv)
     argv += serve.args or []
+    args_span = (args_start, len(argv))
     if speculative is not None:
         config = speculative_config(speculative, draft_model=draft_model, draft_revision=draft_revision)
         argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
@@ -130,4 +135,5 @@ def build_serve_command(
         plugin=serve.plugin,
         startup_timeout=serve.startup_timeout or DEFAULT_STARTUP_TIMEOUT,
         speculative=speculative.id if speculative else "none",
+        args_span=args_span,
     )

