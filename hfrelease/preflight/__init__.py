@@ -50,8 +50,8 @@ def run_preflight(
 
     started = time.monotonic()
     problems: list[ConfigProblem] = [*plugin_problems(manifest)]
-    notes: list[str] = []
-    problems += task_problems(manifest, cache_dir=cache_dir, catalog=catalog)
+    found_tasks, notes = task_problems(manifest, cache_dir=cache_dir, catalog=catalog)
+    problems += found_tasks
     fetch = None
     if hub:
         from hfrelease.preflight.hub import hub_checks

@@ -379,3 +379,13 @@ def test_unreachable_hub_is_said_plainly(fixture_family: Path) -> None:
                            catalog=EMPTY.overlay(include_catalog(fixture_family / "tasks")))
     assert report.problems == ()
     assert any("release tag 'v1.0' not looked up" in note and "HF_HUB_OFFLINE" in note for note in report.notes)
+
+
+def test_without_lm_eval_tasks_are_a_note(fixture_family: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where lm-eval is not installed, the task checks are skipped with a note, never a crash."""
+    def missing(cache_dir: Path | None) -> TaskCatalog:
+        raise ModuleNotFoundError("lm_eval")
+
+    monkeypatch.setattr("hfrelease.preflight.tasks.builtin_catalog", missing)
+    report = run_preflight(load_manifest(fixture_family), cache_dir=None, hub=False)
+    assert report.problems == () and any("lm-eval is not installed" in n for n in report.notes)
