@@ -82,6 +82,18 @@ def eval_matrix(manifest: Manifest, artifacts: Sequence[str] = (), gates: Sequen
             if (a.id in with_gates or (a.kind == "draft" and not gates)) and (not artifacts or a.id in artifacts)]
 
 
+def check_drafts_served(manifest: Manifest, entries: Sequence[MatrixEntry]) -> None:
+    """Raise `ConfigError` (exit 3, in the check job: before any GPU time) when a draft of the matrix is
+    served with its target by no workload: its job could not measure it, and the release would stop after it."""
+    from hfrelease.speed.drafts import draft_manifest, unserved_problem
+
+    drafts = [manifest.artifact_by_id(e.artifact) for e in entries]
+    problems = [unserved_problem(manifest, d) for d in drafts
+                if d.kind == "draft" and not draft_manifest(manifest, d.id).workload]
+    if problems:
+        raise ConfigError("hfrelease release", problems)
+
+
 @dataclass(frozen=True, kw_only=True)
 class GateProblem:
     """A gate of one artifact that did not pass: failed, void, without a reference, or not recorded."""

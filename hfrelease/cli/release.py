@@ -176,9 +176,10 @@ def _only_check(loaded: Manifest, *, artifacts: tuple[str, ...], gates: tuple[st
     from hfrelease.ci import CiEnvironment, append_summary, markdown_table, set_output
     from hfrelease.cli.output import err_console, print_json
     from hfrelease.errors import ConfigError, ConfigProblem
-    from hfrelease.release_policy import eval_matrix
+    from hfrelease.release_policy import check_drafts_served, eval_matrix
 
     entries = eval_matrix(loaded, artifacts, gates)
+    check_drafts_served(loaded, entries)
     if not entries:
         raise ConfigError("hfrelease release", [ConfigProblem(
             location="gate", message="no artifact has a gate to run: the eval matrix would be empty")])

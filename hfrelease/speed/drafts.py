@@ -58,7 +58,8 @@ def draft_manifest(manifest: Manifest, draft_id: str) -> Manifest:
     return manifest.model_copy(update={"workload": workloads})
 
 
-def _unserved(manifest: Manifest, draft: Artifact) -> ConfigProblem:
+def unserved_problem(manifest: Manifest, draft: Artifact) -> ConfigProblem:
+    """The problem of a draft that no workload serves with its target (its acceptance cannot be measured)."""
     assert draft.draft is not None
     return ConfigProblem(
         location=f"artifact.{draft.id}",
@@ -79,7 +80,7 @@ def plan_drafts(
 ) -> SpeedPlan:
     """The speed plan of the draft jobs of `drafts`: one server per (target, config), shared by drafts with
     the same target; a draft that no workload serves with its target is a `ConfigError` (exit 3)."""
-    problems = [_unserved(manifest, manifest.artifact_by_id(d)) for d in drafts
+    problems = [unserved_problem(manifest, manifest.artifact_by_id(d)) for d in drafts
                 if not draft_manifest(manifest, d).workload]
     if problems:
         raise ConfigError("hfrelease eval", problems)
@@ -148,7 +149,7 @@ def judge_draft(manifest: Manifest, draft_id: str, *, ledger: Ledger, hash_cache
     """The draft gates of `draft_id` on `ledger` (the merged one): nothing is measured or downloaded here."""
     draft = manifest.artifact_by_id(draft_id)
     if not draft_manifest(manifest, draft_id).workload:
-        problem = _unserved(manifest, draft)
+        problem = unserved_problem(manifest, draft)
         return DraftJudgement(draft_id=draft_id, checks=(), problems=(
             DraftProblem(draft_id=draft_id, check="target", kind="missing", text=f"{draft_id}: {problem.message}"),))
     plan = plan_drafts(manifest, [draft_id], ledger=ledger, hash_cache=hash_cache, download=False)

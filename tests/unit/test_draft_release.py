@@ -199,3 +199,23 @@ def test_eval_artifact_draft_is_its_release_job(fixture_family: Path, capsys: py
     both = _dry_run([str(fixture_family), "--artifact", "ref", "--artifact", "draft"], capsys)
     assert [s["artifact"] for s in both["servers"]] == ["ref"]
     assert [(s["artifact"], s["speculative"]) for s in both["speed"]["servers"]] == [("fp8", "none"), ("fp8", "draft")]
+
+
+def test_check_job_refuses_a_draft_no_workload_measures(
+    fixture_family: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`release --only check` exits 3 before any GPU time when a draft's job would have nothing to measure."""
+    import tomllib
+
+    import tomli_w
+
+    from hfrelease.cli import main
+
+    path = fixture_family / "release.toml"
+    data = tomllib.loads(path.read_text())
+    data["workload"] = [{**w, "artifacts": ["ref"]} for w in data["workload"]]
+    path.write_text(tomli_w.dumps(data))
+    with pytest.raises(SystemExit) as raised:
+        main(["release", str(fixture_family), "--tag", "v1.0", "--only", "check"])
+    assert raised.value.code == ExitCode.CONFIG
+    assert "no workload serves the draft 'draft' with its target 'fp8'" in capsys.readouterr().err
