@@ -50,15 +50,15 @@ def is_loopback(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def hub_access() -> Iterator[None]:
-    """huggingface_hub may reach the endpoint inside this block when it is the built-in Hub on this machine.
+def hub_access(endpoint: str | None = None) -> Iterator[None]:
+    """huggingface_hub may reach `endpoint` (default: its own) inside this block when it is a Hub on this machine.
 
     Offline mode stays on for any other endpoint: then only the local cache answers.
     """
     from huggingface_hub import constants
 
     was_offline = constants.HF_HUB_OFFLINE
-    if was_offline and is_loopback(hub_endpoint()):
+    if was_offline and is_loopback(endpoint or hub_endpoint()):
         constants.HF_HUB_OFFLINE = False
     try:
         yield

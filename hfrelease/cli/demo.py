@@ -39,3 +39,22 @@ def build(out: Path | None, quant_python: Path | None, seed: int) -> None:
     for artifact_id, path in artifacts.items():
         err_console.print(f"  {artifact_id:<14} {path}")
     err_console.print(f"[green]✓[/] demo family ready in {out}")
+
+
+@demo.command()
+@click.argument("manifest", type=click.Path(path_type=Path), default="model_cards/demo")
+@click.option("--build", "build_dir", type=click.Path(path_type=Path),
+              help="The demo build whose vendor repos to pin (default: build/demo in the checkout).")
+def pin(manifest: Path, build_dir: Path | None) -> None:
+    """Pin MANIFEST's Hub sources to the revisions `demo build` uploaded (a working copy's release.toml).
+
+    The maintainer's step after an upload ("pin the revision in release.toml"), for the demo's vendor repo:
+    each build has its own commit ids, so a working copy of model_cards/demo is pinned to this machine's.
+    """
+    from hfrelease.cli.output import err_console
+    from hfrelease.demo.paths import default_build_dir
+    from hfrelease.demo.vendor import pin_manifest, read_pins
+
+    target = manifest / "release.toml" if manifest.is_dir() else manifest
+    for line in pin_manifest(target, read_pins(build_dir or default_build_dir())):
+        err_console.print(f"  pinned {line} in {target}")

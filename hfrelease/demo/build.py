@@ -96,10 +96,11 @@ def build_demo_family(
     say = progress or (lambda _msg: None)
     out_dir = out_dir.resolve()
     artifacts = {aid: out_dir / aid for aid in ARTIFACT_IDS}
-    if is_complete_build(out_dir, seed=seed):
+    complete = is_complete_build(out_dir, seed=seed)
+    if complete:
         say(f"demo family already built in {out_dir} (builder {DEMO_BUILDER_VERSION}, seed {seed})")
-        return artifacts
-    if _upgrade(out_dir, seed=seed, say=say):
+    if complete or _upgrade(out_dir, seed=seed, say=say):
+        _publish_vendor(out_dir, say=say)
         return artifacts
     if not quant_python.exists():
         # Checked first: finding out after two minutes of training would waste them.
@@ -138,8 +139,21 @@ def build_demo_family(
     # paths, so lm-eval finds them from any working directory (see family_files).
     write_family_files(out_dir, absolute=True)
     _write_stamp(out_dir, seed=seed)
+    _publish_vendor(out_dir, say=say)
     say(f"demo family built in {out_dir} in {time.monotonic() - started:.0f}s")
     return artifacts
+
+
+def _publish_vendor(out_dir: Path, *, say: Callable[[str], None]) -> None:
+    """The reference as the vendor's repo on the build's own Hub (see hfrelease.demo.vendor)."""
+    from hfrelease.demo.vendor import HUB_DIR, publish_vendor_repos
+
+    stamp = read_stamp(out_dir) or {}
+    files = stamp.get("files")
+    pins = publish_vendor_repos(out_dir, reference=out_dir / REFERENCE,
+                                stamp_files=files if isinstance(files, dict) else {})
+    for repo, revision in pins.items():
+        say(f"vendor repo {repo} at {revision} on the built-in Hub in {out_dir / HUB_DIR}")
 
 
 def _upgrade(out_dir: Path, *, seed: int, say: Callable[[str], None]) -> bool:

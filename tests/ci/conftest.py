@@ -20,6 +20,7 @@ _integration = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_integration)
 demo_build = _integration.demo_build
 demo_family = _integration.demo_family
+vendor_hub = _integration.vendor_hub
 
 
 def find_tool(name: str) -> str | None:

@@ -43,15 +43,57 @@ def demo_build() -> dict[str, Path]:
     return build_demo_family(BUILD, quant_python=default_quant_python(os.environ))
 
 
+@pytest.fixture(scope="session")
+def vendor_hub(demo_build: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The demo's vendor repo (its reference, uploaded by the build) on a built-in Hub: huggingface_hub's endpoint.
+
+    A copy of build/demo/hub (one server owns a root), served for the session. `HF_ENDPOINT` is set for CLI
+    subprocesses and huggingface_hub's constants for this process (it reads the variable once, at import);
+    offline mode stays on (only a loopback Hub is reachable with it, see hfrelease.sources). A fresh
+    Hugging Face cache, so the download is really made.
+    """
+    from huggingface_hub import constants
+
+    from hfrelease.demo.vendor import HUB_DIR
+    from hfrelease.hub import serve
+
+    root = tmp_path_factory.mktemp("vendor-hub") / "hub"
+    shutil.copytree(BUILD / HUB_DIR, root)
+    cache = str(tmp_path_factory.mktemp("hf-cache"))
+    server = serve(root)
+    saved = (constants.ENDPOINT, constants.HUGGINGFACE_CO_URL_TEMPLATE, constants.HF_HUB_CACHE)
+    saved_env = {name: os.environ.get(name) for name in ("HF_ENDPOINT", "HF_HUB_CACHE")}
+    os.environ.update(HF_ENDPOINT=server.url, HF_HUB_CACHE=cache)
+    constants.ENDPOINT = server.url
+    constants.HUGGINGFACE_CO_URL_TEMPLATE = server.url + "/{repo_id}/resolve/{revision}/{filename}"
+    constants.HF_HUB_CACHE = cache
+    try:
+        yield server.url
+    finally:
+        constants.ENDPOINT, constants.HUGGINGFACE_CO_URL_TEMPLATE, constants.HF_HUB_CACHE = saved
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        server.shutdown()
+
+
 @pytest.fixture
-def demo_family(tmp_path: Path, demo_build: dict[str, Path]) -> Path:
-    """A copy of model_cards/demo with an empty ledger, whose relative paths still reach build/demo."""
+def demo_family(tmp_path: Path, demo_build: dict[str, Path], vendor_hub: str) -> Path:
+    """A copy of model_cards/demo with an empty ledger, whose relative paths still reach build/demo.
+
+    Its reference is the vendor's Hub repo, pinned to this machine's build (`hfrelease demo pin`).
+    """
+    from hfrelease.demo.vendor import pin_manifest, read_pins
+
     target = tmp_path / "model_cards" / "demo"
     shutil.copytree(
         ROOT / "model_cards" / "demo", target, ignore=shutil.ignore_patterns("results", "build", "*.egg-info")
     )
     (tmp_path / "build").symlink_to(ROOT / "build")
     (target / "results").mkdir()
+    pin_manifest(target / "release.toml", read_pins(BUILD))
     return target
 
 
