@@ -73,5 +73,5 @@ def test_demo_manifest_sources_the_reference_from_the_hub_and_the_quants_locally
     manifest = load_manifest(ROOT / "model_cards" / "demo", check_files=False)
     reference = manifest.reference
     assert reference.source.hub == "hfrelease-demo/tiny-reference" and reference.source.revision
-    assert not reference.publish  # the vendor's repo, as in the flagship
+    assert reference.source.hub == reference.repo  # published from its own repo, as the flagship's quants
     assert all(a.source.path is not None for a in manifest.artifact if a.kind != "reference")
