@@ -7,6 +7,8 @@ file (`artifact[2].serve.env`) and, for a misspelt key, the key that was probabl
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
 import types
 import typing
@@ -21,6 +23,10 @@ from hfrelease.manifest.model import Manifest
 from hfrelease.manifest.references import check_paths, check_references, check_repo_ids, suggest
 
 MANIFEST_NAME = "release.toml"
+# A real manifest is a few kilobytes; a megabyte is already absurd and still quick to refuse.
+MAX_MANIFEST_BYTES = 1 << 20
+# The schema nests about five levels (artifact -> serve -> env); later stages walk the data recursively.
+MAX_DEPTH = 32
 
 _TYPE_NAMES = {
     "int_type": "an integer",
@@ -44,12 +50,7 @@ def find_manifest(path: Path) -> Path:
 def load_manifest(path: Path, *, check_files: bool = True) -> Manifest:
     """Parse and validate the manifest at `path` (a release.toml or the directory holding it)."""
     manifest_path = find_manifest(path)
-    try:
-        raw = manifest_path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(
-            str(manifest_path), [ConfigProblem(location="", message=f"cannot read the manifest: {exc.strerror}")]
-        ) from None
+    raw = read_manifest_bytes(manifest_path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -60,6 +61,45 @@ def load_manifest(path: Path, *, check_files: bool = True) -> Manifest:
     return parse_manifest(text, root=manifest_path.parent, source=str(manifest_path), check_files=check_files)
 
 
+def read_manifest_bytes(path: Path, *, limit: int = MAX_MANIFEST_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, else ConfigError at once.
+
+    A `release.toml` linked to /dev/zero was read until memory ran out, and a FIFO blocked forever: the
+    file is opened without blocking and checked with fstat (the file actually opened, not a name that
+    could be swapped in between), and never more than `limit` + 1 bytes are read.
+    """
+
+    def refuse(message: str) -> ConfigError:
+        return ConfigError(str(path), [ConfigProblem(location="", message=message)])
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise refuse(f"cannot read the manifest: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a device, pipe or socket"
+            raise refuse(f"not a regular file ({kind}): a manifest is a release.toml file")
+        if info.st_size > limit:
+            raise refuse(f"{info.st_size} bytes: a manifest is at most {limit} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 16, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:  # it grew while being read
+            raise refuse(f"more than {limit} bytes: a manifest is at most {limit} bytes")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise refuse(f"cannot read the manifest: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
+
 def parse_manifest(text: str, *, root: Path, source: str = MANIFEST_NAME, check_files: bool = True) -> Manifest:
     """Validate manifest text; relative paths in it are relative to `root`."""
     try:
@@ -67,7 +107,31 @@ def parse_manifest(text: str, *, root: Path, source: str = MANIFEST_NAME, check_
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message already says "(at line N, column M)".
         raise ConfigError(source, [ConfigProblem(location="", message=f"not valid TOML: {exc}")]) from None
+    except RecursionError:
+        # tomllib parses nested arrays and inline tables recursively: 100k '[' exhaust the stack.
+        raise ConfigError(source, [_too_deep()]) from None
+    if _depth(data) > MAX_DEPTH:
+        raise ConfigError(source, [_too_deep()])
     return validate_manifest(data, root=root, source=source, check_files=check_files)
+
+
+def _too_deep() -> ConfigProblem:
+    return ConfigProblem(location="", message=f"arrays or tables nested more than {MAX_DEPTH} deep: a manifest "
+                                              "needs a handful of levels")
+
+
+def _depth(data: Any) -> int:
+    """How deeply `data` nests lists and dicts, found without recursion (so any depth is safe)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
+    return deepest
 
 
 def validate_manifest(

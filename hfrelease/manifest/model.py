@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from hfrelease.manifest.serve_args import args_problems, env_problems
 
@@ -399,6 +399,16 @@ class Manifest(Table):
     """A whole family: the value every later stage (eval, render, bundle, publish) starts from."""
 
     schema_version: Literal[1] = 1  # SCHEMA_VERSION; a Literal default must be spelled out for mypy
+
+    @field_validator("schema_version", mode="before")
+    @classmethod
+    def _integer_version(cls, value: object) -> object:
+        # Literal[1] accepts True (True == 1 in Python); the schema version is an integer.
+        if isinstance(value, bool) or not isinstance(value, int):
+            got = "a boolean" if isinstance(value, bool) else f"a {type(value).__name__}"
+            raise ValueError(f"expected the integer {SCHEMA_VERSION}, got {got}")
+        return value
+
     family: Family
     serve: Serve = Field(default_factory=Serve)
     artifact: list[Artifact] = Field(min_length=1)
