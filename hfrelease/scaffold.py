@@ -84,6 +84,24 @@ def _with_install(github: WorkflowSpec, root: Path) -> tuple[WorkflowSpec, list[
     return replace(github, install=found), []
 
 
+# A family directory's name, and with --github every directory from the repository's root down to it,
+# lands in YAML (the workflows' MANIFEST and artifact paths), in shell lines and in commands people copy:
+# plain names only, so `dir${{ github.token }}` cannot become a template expression and a newline cannot
+# end a YAML scalar.
+_DIR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def directory_problems(directory: Path, relative_manifest: str = "") -> list[ConfigProblem]:
+    """Why `directory` (and, with --github, its path from the repository root) is not safe to scaffold."""
+    names = [directory.resolve().name]
+    if relative_manifest:
+        names += list(Path(relative_manifest).parts[:-1])
+    bad = [name for name in dict.fromkeys(names) if not _DIR_NAME.match(name)]
+    return [ConfigProblem(location="DIRECTORY", message=f"{name!r} is not a plain directory name (letters, digits, "
+                          "'.', '_' or '-', at most 100): it is written into YAML workflows and shell commands")
+            for name in bad]
+
+
 def scaffold_family(
     directory: Path, spec: FamilySpec, *, force: bool = False, github: WorkflowSpec | None = None
 ) -> list[Path]:
@@ -106,10 +124,13 @@ def scaffold_family(
             ConfigProblem(location="--owner", message=f"{spec.owner!r} is not a Hub user or organization name")
         )
     root = repository_root(directory)
+    relative = (directory.resolve() / MANIFEST_NAME).relative_to(root).as_posix() if github is not None else ""
+    problems += directory_problems(directory, relative)
     if github is not None:
-        github, install_problems = _with_install(github, root)
+        github, install_problems = _with_install(replace(github, manifest=relative), root)
         problems += install_problems
-        problems += [p for p in github.problems() if p.location != "--install" or not install_problems]
+        problems += [p for p in github.problems()
+                     if (p.location != "--install" or not install_problems) and p.location != "manifest"]
     if problems:
         raise ConfigError("hfrelease init", problems)
     manifest = directory / MANIFEST_NAME
@@ -138,6 +159,5 @@ def scaffold_family(
         written.append(path)
     loaded = load_manifest(manifest)  # the scaffold must pass `hfrelease check`
     if github is not None:
-        relative = manifest.resolve().relative_to(root).as_posix()
-        written += write_workflows(loaded, root=root, spec=replace(github, manifest=relative), force=force)
+        written += write_workflows(loaded, root=root, spec=github, force=force)
     return written

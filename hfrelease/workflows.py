@@ -63,7 +63,8 @@ class WorkflowSpec:
                                        "git+https://.../hfrelease@<commit>, an https wheel URL or a path in the "
                                        "repository"))
         path = PurePosixPath(self.manifest)
-        if path.is_absolute() or ".." in path.parts or not _NAME.match(path.name):
+        # Every part is a plain name: the path is written into YAML scalars and shell lines.
+        if path.is_absolute() or ".." in path.parts or not all(_NAME.match(part) for part in path.parts):
             found.append(ConfigProblem(location="manifest", message=f"{self.manifest!r} must be a path inside "
                                        "the repository"))
         return found

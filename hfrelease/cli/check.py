@@ -137,12 +137,17 @@ def _lint_cards(manifest: Manifest, *, max_age_days: int | None) -> dict[str, An
 
 
 def _show(manifest: Manifest, path: Path) -> None:
+    from rich.markup import escape
+
     from hfrelease.cli.output import make_table, out_console
+
+    # Manifest strings are text, never Rich markup: `[bold]` in a display name prints as written.
+    e = escape
 
     family = manifest.family
     out_console.print(
-        f"[bold]{family.display_name}[/] ({family.name} v{family.version}) — {path} — "
-        f"base {family.base_model}, tag {manifest.tag_name()}"
+        f"[bold]{e(family.display_name)}[/] ({family.name} v{e(family.version)}) — {e(str(path))} — "
+        f"base {family.base_model}, tag {e(manifest.tag_name())}"
     )
     artifacts = make_table("artifact", "kind", "repo", "source", "details", title="Artifacts")
     for a in manifest.artifact:
@@ -153,14 +158,14 @@ def _show(manifest: Manifest, path: Path) -> None:
             details = f"{a.draft.method} k={a.draft.num_speculative_tokens} → {a.draft.target}"
         else:
             details = ""
-        artifacts.add_row(a.id, a.kind, a.repo + ("" if a.publish else " (not published)"), source, details)
+        artifacts.add_row(a.id, a.kind, a.repo + ("" if a.publish else " (not published)"), e(source), e(details))
     out_console.print(artifacts)
     if manifest.gate:
         gates = make_table("gate", "harness", "mode", "n", "budget", "metric", "margin", title="Gates")
         for g in manifest.gate:
             harness = g.task or (" ".join(g.command) if g.command else g.entry_point) or ""
             gates.add_row(
-                g.id, harness, g.mode, str(g.limit or "all"), str(g.max_tokens), g.metric, f"-{g.margin:g}"
+                g.id, e(harness), g.mode, str(g.limit or "all"), str(g.max_tokens), e(g.metric), f"-{g.margin:g}"
             )
         out_console.print(gates)
     if manifest.workload:
@@ -169,7 +174,8 @@ def _show(manifest: Manifest, path: Path) -> None:
         )
         for w in manifest.workload:
             loads.add_row(
-                w.id, w.prompts, f"{w.output_len}{' exactly' if w.ignore_eos else ''}", "on" if w.thinking else "off",
+                w.id, e(w.prompts), f"{w.output_len}{' exactly' if w.ignore_eos else ''}",
+                "on" if w.thinking else "off",
                 ",".join(map(str, w.concurrency)), ",".join(w.speculative),
             )
         out_console.print(loads)

@@ -282,6 +282,8 @@ def _sharing(session: SpeedSession, view: _LiveView) -> AfterGates:
 
 
 def _print_report(report: EvalReport, *, as_json: bool, hash_bytes_read: int) -> None:
+    from rich.markup import escape
+
     from hfrelease.cli.output import make_table, out_console, print_json
 
     if as_json:
@@ -306,8 +308,8 @@ def _print_report(report: EvalReport, *, as_json: bool, hash_bytes_read: int) ->
             delta = "—"
         verdict = f"[{colours.get(row.verdict, 'white')}]{row.verdict}[/]"
         if row.verdict in ("fail", "void", "no-reference"):
-            verdict += f": {row.reason}"
-        table.add_row(row.artifact_id, row.label, row.mode, value, delta, str(row.n),
+            verdict += f": {escape(row.reason)}"
+        table.add_row(row.artifact_id, escape(row.label), row.mode, value, delta, str(row.n),
                       f"{row.truncated}/{row.empty}", verdict)
     out_console.print(table)
     out_console.print(

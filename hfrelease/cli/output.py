@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+from collections.abc import Iterable
 from typing import Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
+from rich.segment import Segment
 from rich.table import Table
 
 from hfrelease.redact import redact
@@ -20,9 +23,33 @@ def _width(stream: TextIO) -> int | None:
     return None if stream.isatty() else int(os.environ.get("COLUMNS", "160"))
 
 
+# Characters a terminal acts on rather than shows: C0 controls but newline and tab (ESC starts colour,
+# cursor and title sequences), DEL, C1 controls, and the bidirectional overrides and isolates that make
+# text display in another order than it reads ("Trojan Source", CVE-2021-42574).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """`text` with every character a terminal would act on written as its escape (ESC -> \\x1b)."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+class PlainConsole(Console):
+    """A Rich console that never writes a control character it was given as text.
+
+    Rich drops BEL and CR but passes ESC through, so a manifest string holding an ANSI sequence would
+    recolour the terminal, retitle the window or hide what follows. Text segments are made visible just
+    before Rich adds its own styling; control segments (cursor moves of a live display) are Rich's own.
+    """
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        safe = (segment if segment.control else Segment(visible(segment.text), segment.style) for segment in buffer)
+        return super()._render_buffer(safe)
+
+
 # Messages and progress go to stderr so that `--json` output on stdout stays machine-readable.
-err_console = Console(stderr=True, highlight=False, width=_width(sys.stderr))
-out_console = Console(highlight=False, width=_width(sys.stdout))
+err_console = PlainConsole(stderr=True, highlight=False, width=_width(sys.stderr))
+out_console = PlainConsole(highlight=False, width=_width(sys.stdout))
 
 
 def print_error(message: str, *, hint: str | None = None) -> None:
