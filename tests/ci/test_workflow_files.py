@@ -136,7 +136,7 @@ def test_family_files_name_the_chosen_runner_label_and_environment() -> None:
     assert "runs-on: [self-hosted, a100-80g]" in texts["workflows/release.yml"]
     assert "name: hub-release" in texts["workflows/release.yml"]
     assert yaml.safe_load(texts["actionlint.yaml"]) == {"self-hosted-runner": {"labels": ["a100-80g"]}}
-    assert "MANIFEST: model_cards/mymodel/release.toml" in texts["workflows/release.yml"]
+    assert 'MANIFEST: "model_cards/mymodel/release.toml"' in texts["workflows/release.yml"]
 
 
 @pytest.mark.parametrize("bad", [{"runner_label": "gpu, evil"}, {"environment": "a b"}, {"manifest": "../x.toml"}])

@@ -52,7 +52,7 @@ def test_init_github_output_passes_zizmor(initialised: Path, zizmor: str) -> Non
     release = (initialised / ".github" / "workflows" / "release.yml").read_text()
     assert "runs-on: [self-hosted, h100]" in release
     assert "name: hf-publish" in release
-    assert "MANIFEST: model_cards/mymodel/release.toml" in release
+    assert 'MANIFEST: "model_cards/mymodel/release.toml"' in release
     _zizmor(zizmor, initialised)
 
 
