@@ -17,19 +17,31 @@ from hfrelease.rehearsal import rehearse, write_release_workflow
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ("reference", "fp8-dynamic")
+GATED = ("reference", "fp8-dynamic")
+ARTIFACTS = (*GATED, "draft")
 GATES = ("arith-nothink", "mc")
+REPOS = {"reference": "hfrelease-demo/tiny-reference", "fp8-dynamic": "hfrelease-demo/tiny-FP8-Dynamic",
+         "draft": "hfrelease-demo/tiny-draft"}
 
 
-def _two_artifact_family(family: Path) -> None:
-    """Cut the demo manifest down to two artifacts and their two fastest gates (two servers: ~2 min on 2 cores)."""
+def _cut_down_family(family: Path) -> None:
+    """The demo manifest cut to two gated artifacts with their two fastest gates, and the draft model's job.
+
+    Four servers on 2 cores (~4 min): one per gated artifact; the draft's job serves its target with it and
+    without it on one short workload.
+    """
     path = family / "release.toml"
     data = tomllib.loads(path.read_text())
     data["artifact"] = [a for a in data["artifact"] if a["id"] in ARTIFACTS]
-    # 40 samples instead of 100: the two servers' start-up, not the requests, is then most of the time.
+    for artifact in data["artifact"]:
+        if artifact["id"] == "draft":
+            # The test is about the workflow, not this draft's quality: 8 prompts measure acceptance roughly.
+            artifact["draft"]["min_acceptance_rate"] = 0.2
+    # 40 samples instead of 100: the servers' start-up, not the requests, is then most of the time.
     data["gate"] = [{**g, "limit": 40} for g in data["gate"] if g["id"] in GATES]
-    data["speculative"] = [s for s in data["speculative"] if "draft" not in s]
-    data["workload"] = []
+    data["speculative"] = [s for s in data["speculative"] if s["id"] == "draft"]
+    data["workload"] = [{**w, "speculative": ["none", "draft"], "repeats": 1, "warmups": 1, "num_prompts": 8}
+                        for w in data["workload"] if w["id"] == "chat"]
     path.write_text(tomli_w.dumps(data))
 
 
@@ -39,7 +51,7 @@ def repository(demo_family: Path, tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     shutil.copytree(demo_family, repo / "model_cards" / "demo")
     (repo / "build").symlink_to(ROOT / "build")  # the manifest's ../../build/demo paths resolve from the copy
-    _two_artifact_family(repo / "model_cards" / "demo")
+    _cut_down_family(repo / "model_cards" / "demo")
     write_release_workflow(repo / "model_cards" / "demo", root=repo)
     return repo
 
@@ -58,6 +70,7 @@ def test_the_demo_family_is_released_through_its_workflow_file(repository: Path,
     assert [(j.id, j.name, j.status) for j in report.jobs] == [
         ("check", "check the manifest and the tag", "success"),
         ("eval", "eval reference", "success"), ("eval", "eval fp8-dynamic", "success"),
+        ("eval", "eval draft", "success"),
         ("merge", "merge the ledgers and judge the gates", "success"),
         ("render", "render the model cards", "success"),
         ("publish", "publish to the Hub and verify", "success")]
@@ -67,13 +80,16 @@ def test_the_demo_family_is_released_through_its_workflow_file(repository: Path,
         assert any("actions/checkout" in s for s in substituted), job.name
         assert any("not run" in s for s in substituted), job.name
 
-    # Each eval job recorded only its own artifact, in its own workspace; the merge job saw both ledgers.
+    # Each eval job recorded only its own artifact, in its own workspace; the merge job saw every ledger.
     jobs = work / "jobs"
-    for index, artifact in enumerate(ARTIFACTS, start=1):
+    for index, artifact in enumerate(GATED, start=1):
         ledger = Ledger(jobs / f"eval-{index}" / "model_cards" / "demo" / "results")
         assert {r.artifact_id for r in ledger.records(kind="gate")} == {artifact}
-    merged = Ledger(jobs / "merge" / "model_cards" / "demo" / "results").records(kind="gate")
-    assert sorted((r.artifact_id, r.subject_id) for r in merged) == sorted((a, g) for a in ARTIFACTS for g in GATES)
+    merged = Ledger(jobs / "merge" / "model_cards" / "demo" / "results")
+    assert sorted((r.artifact_id, r.subject_id) for r in merged.records(kind="gate")) == sorted(
+        (a, g) for a in GATED for g in GATES)
+    # The draft's job measured it served with its target (speed records reach the merge job too).
+    assert any(r.draft_artifact_id == "draft" for r in merged.records(kind="speed"))
     # Nothing was written back into the repository: the jobs worked on their own copies.
     assert not list((repository / "model_cards" / "demo" / "results").iterdir())
 
@@ -83,8 +99,7 @@ def test_the_demo_family_is_released_through_its_workflow_file(repository: Path,
         from huggingface_hub import HfApi
 
         api = HfApi(endpoint=hub.endpoint, token=hub.token.value if hub.token else None)
-        for artifact, repo in (("reference", "hfrelease-demo/tiny-reference"),
-                               ("fp8-dynamic", "hfrelease-demo/tiny-FP8-Dynamic")):
+        for artifact, repo in REPOS.items():
             card_files = {p.relative_to(rendered / artifact).as_posix()
                           for p in (rendered / artifact).rglob("*") if p.is_file()}
             assert "README.md" in card_files
