@@ -189,7 +189,8 @@ def test_gate_decision_finds_a_hub_reference_without_downloading_or_vllm(
     assert installed_harness()["vllm"] != measured_with  # the judging machine's vLLM is another (or none)
     _write_records(family, vllm=measured_with)
     manifest = load_manifest(family)
-    decision = decide_gates(manifest, ledger=Ledger(family / "results"), hash_cache=None)
+    # The reference and the quant (the fixture's draft is judged from speed records, which it has none of).
+    decision = decide_gates(manifest, ledger=Ledger(family / "results"), hash_cache=None, artifacts=["ref", "fp8"])
     assert decision.blocking == () and decision.allowed == ()
     assert {(r.artifact_id, r.verdict) for r in decision.rows} == {("ref", "reference"), ("fp8", "pass")}
     # Identified from the listing: only the small git-stored weight was fetched, never an LFS weight.
