@@ -70,6 +70,8 @@ def _bundle_data(result: FamilyBundle) -> dict[str, Any]:
 
 
 def _print_bundle(result: FamilyBundle, *, as_json: bool) -> None:
+    from rich.markup import escape
+
     from hfrelease.cli.output import err_console, make_table, out_console, print_json
 
     if as_json:
@@ -78,10 +80,10 @@ def _print_bundle(result: FamilyBundle, *, as_json: bool) -> None:
     for repo in result.repos:
         table = make_table("path", "role", "bytes", "sha256", title=f"{repo.repo} ({repo.artifact_id}) @ {result.tag}")
         for item in repo.files:
-            table.add_row(item.path, item.role, f"{item.size:,}", item.sha256[:16])
+            table.add_row(escape(item.path), item.role, f"{item.size:,}", item.sha256[:16])  # declared names: text
         out_console.print(table)
         for note in repo.notes:
-            err_console.print(f"[yellow]note:[/] {note}", soft_wrap=True)
+            err_console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
 
 
 @click.command()

@@ -197,3 +197,23 @@ def test_no_accepted_manifest_serves_remote_code_or_off_loopback(
         assert namespace.trust_remote_code is (trust is True)
         assert namespace.host in LOOPBACK
         assert namespace.api_key is None and namespace.config is None
+
+
+@needs_vllm
+def test_dry_run_uses_the_same_guard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`eval --dry-run` refuses args vLLM's parser refuses (exit 3) and prints no plan."""
+    import shutil
+
+    import tomli_w
+
+    from hfrelease.cli import main
+
+    family = tmp_path / "family"
+    shutil.copytree(FAMILY, family)
+    (family / "release.toml").write_text(tomli_w.dumps(with_serve(["--frobnicate"])))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["eval", str(family), "--dry-run", "--json"])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == ExitCode.CONFIG, captured.err
+    assert "--frobnicate" in captured.err
+    assert captured.out == ""
