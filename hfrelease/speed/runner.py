@@ -392,7 +392,10 @@ def _snapshot(server: VllmServer, base_url: str, timing: Timing) -> str:
     try:
         return scrape(base_url)
     except OSError as exc:
-        server.check_alive()  # a dead server is a server failure, not a measurement one
+        # A dead (or dying: its refused connection can come before the process is seen gone) server is a
+        # server failure, not a measurement one.
+        if (died := server.death_behind(exc)) is not None:
+            raise died from None
         raise MeasurementError(f"{base_url}/metrics did not answer: {exc}") from None
     finally:
         timing.scrape += time.monotonic() - started

@@ -217,3 +217,17 @@ def test_dry_run_uses_the_same_guard(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert exit_info.value.code == ExitCode.CONFIG, captured.err
     assert "--frobnicate" in captured.err
     assert captured.out == ""
+
+
+def test_without_vllm_check_says_only_spelling_was_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where vLLM is not importable, check passes a clean manifest and says the parser guard did not run."""
+    from hfrelease.cli import main
+    from hfrelease.serving import guard
+
+    monkeypatch.setattr(guard, "vllm_parser", lambda: None)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["check", str(FAMILY), "--no-preflight"])
+    assert exit_info.value.code == 0
+    assert "checked by their spelling only" in capsys.readouterr().err
