@@ -26,11 +26,15 @@ import contextlib
 import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from hfrelease.errors import ArtifactError
 from hfrelease.ledger.hashing import WEIGHT_SUFFIX, ContentHash, FileHash, HashCache, hash_artifact, hash_files
 from hfrelease.manifest import Artifact, Manifest
+
+if TYPE_CHECKING:
+    from huggingface_hub.hf_api import RepoFile as RepoFileEntry
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -97,6 +101,30 @@ def download_snapshot(repo: str, revision: str) -> Path:
 def hash_snapshot(snapshot: Path, *, cache: HashCache | None) -> ContentHash:
     """The content hash of downloaded files, following the cache's links into its own `blobs/`."""
     return hash_artifact(snapshot, cache=cache, link_root=cache_repo_dir(snapshot))
+
+
+def hub_listing(repo: str, revision: str) -> list[RepoFileEntry]:
+    """Every file of `repo` at `revision`, as the Hub lists them (with each LFS file's sha256)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
+
+    try:
+        with hub_access():
+            return [e for e in HfApi(endpoint=hub_endpoint()).list_repo_tree(repo, revision=revision, recursive=True)
+                    if isinstance(e, RepoFile)]
+    except Exception as exc:  # see download_snapshot
+        raise _hub_error(repo, revision, exc) from exc
+
+
+def hub_file(repo: str, path: str, revision: str) -> Path:
+    """One file of `repo` at `revision`, downloaded once into the Hugging Face cache."""
+    from huggingface_hub import hf_hub_download
+
+    try:
+        with hub_access():
+            return Path(hf_hub_download(repo, path, revision=revision, endpoint=hub_endpoint()))
+    except Exception as exc:  # see download_snapshot
+        raise _hub_error(repo, revision, exc) from exc
 
 
 def hub_content_hash(repo: str, revision: str, *, cache: HashCache | None = None) -> ContentHash:

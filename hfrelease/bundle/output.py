@@ -16,6 +16,8 @@ def write_bundle(bundle: FamilyBundle, out: Path) -> list[Path]:
     for repo in bundle.repos:
         root = out / repo.artifact_id
         for item in repo.files:
+            if item.in_repo:
+                continue  # held by the repo on the Hub at the pinned revision (listed in MANIFEST all the same)
             target = root / item.path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.unlink(missing_ok=True)

@@ -56,12 +56,16 @@ class BundleFile:
     role: str
     source: Path | None = None  # the local file; None for generated content (MANIFEST)
     content: bytes | None = field(default=None, repr=False)
+    # Already in the repo at the pinned revision (a repo published from itself): never downloaded, never
+    # uploaded; its sha256 is the Hub's LFS oid (see `_gather_own_repo`).
+    in_repo: bool = False
 
     def read(self) -> bytes:
         if self.content is not None:
             return self.content
-        if self.source is None:  # construction guarantees one of the two
-            raise ValueError(f"{self.path}: no content")
+        if self.source is None:  # construction guarantees one of the two, or in_repo
+            where = "held by the repo on the Hub" if self.in_repo else "none"
+            raise ValueError(f"{self.path}: no local content ({where})")
         return self.source.read_bytes()
 
 
@@ -143,6 +147,7 @@ class _Candidates:
 
     artifact: str
     by_path: dict[str, tuple[Path, str]] = field(default_factory=dict)
+    in_repo: dict[str, tuple[FileHash, str]] = field(default_factory=dict)  # repo path -> (Hub's digest, role)
     refusals: list[Refusal] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -236,6 +241,9 @@ def _source_dir(
         return _Source(directory=directory, bound=directory)
     if source.hub is None or source.revision is None:  # the manifest's validator guarantees one or the other
         return None
+    if source.hub == artifact.repo and fetcher is None:
+        _gather_own_repo(manifest, artifact, candidates)
+        return None
     from hfrelease.sources import cache_repo_dir, download_snapshot
 
     snapshot = (fetcher or download_snapshot)(source.hub, source.revision)
@@ -325,6 +333,43 @@ def _gather_hub(manifest: Manifest, artifact: Artifact, source: _Source, found: 
         same_repo = artifact.source.hub == artifact.repo
         fate = "removed from the repo by the release commit" if same_repo else "not published"
         found.notes.append(f"not carried over from {source.hub} (not model files; {fate}): {shown}")
+
+
+def _gather_own_repo(manifest: Manifest, artifact: Artifact, found: _Candidates) -> None:
+    """The model files of a repo published from itself (source.hub == repo), without downloading its weights.
+
+    Its weights are already in the repo at the pinned revision, so the release commit never uploads them
+    (`hfrelease.publish.release.check_pinned_weights` refuses a repo whose main no longer holds them). An
+    LFS file is taken from the Hub's listing (its sha256 is the LFS oid: what hashing it would give); a
+    file kept in git itself is small, so it is downloaded and hashed like a local file.
+    """
+    from hfrelease.sources import hub_file, hub_listing
+
+    source = artifact.source
+    assert source.hub is not None and source.revision is not None
+    origin = f"{source.hub}@{source.revision[:12]}"
+    trust = _trust_remote_code(manifest, artifact)
+    left: list[str] = []
+    for entry in hub_listing(source.hub, source.revision):
+        rel, name = entry.path, Path(entry.path).name
+        if rel in RESERVED:
+            continue
+        if rules.is_secret_name(name):
+            found.refuse(f"{origin}/{rel}", "looks like a credential in the Hub source",
+                         "delete it from the repo on the Hub and pin the new revision in source.revision")
+        elif not rules.is_model_file(rel, trust_remote_code=trust) or rules.is_pickle(name):
+            left.append(rel)
+        elif entry.lfs is not None:
+            digest = FileHash(path=rel, size=entry.lfs.size, sha256=entry.lfs.sha256)
+            found.in_repo[rel] = (digest, rules.role_of(rel))
+        else:
+            real = hub_file(source.hub, rel, source.revision).resolve()  # the blob the cache links to
+            if not _refused_name(rel, real, found):
+                found.add(rel, real, rules.role_of(rel))
+    if left:
+        shown = ", ".join(left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
+        found.notes.append(f"not carried over from {origin} (not model files; removed from the repo by the "
+                           f"release commit): {shown}")
 
 
 def _declared(manifest: Manifest, artifact: Artifact, source: Path | None, found: _Candidates) -> dict[Path, str]:
@@ -478,6 +523,9 @@ def _repo_bundle(
     files = [
         BundleFile(path=path, size=digests[real].size, sha256=digests[real].sha256, role=role, source=real)
         for path, (real, role) in found.by_path.items()
+    ] + [
+        BundleFile(path=path, size=digest.size, sha256=digest.sha256, role=role, in_repo=True)
+        for path, (digest, role) in found.in_repo.items() if path not in found.by_path
     ]
     weights = sorted((f for f in files if f.role == "weights"), key=lambda f: f.path)
     # The same format as hfrelease.ledger.hashing.hash_artifact, so MANIFEST names the hash cards cite.

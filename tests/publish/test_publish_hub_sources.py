@@ -70,9 +70,9 @@ def test_bundle_of_a_hub_source_takes_its_gitattributes_and_never_names_the_cach
 
 
 def test_a_repo_published_from_itself_keeps_its_weights_and_sends_none(
-    family: Path, api: HfApi, hub: HubServer
+    family: Path, api: HfApi, hub: HubServer, tmp_path: Path
 ) -> None:
-    """source.hub == repo: the release commit adds the card on top; no weight byte is uploaded again."""
+    """source.hub == repo: the release commit adds the card on top; no weight byte is downloaded or uploaded."""
     repo = "alice/Tiny-1M-Q0"
     weights = (family / "checkpoints" / "q0" / "model.safetensors").read_bytes()
     revision = _push_checkpoint(api, repo, family / "checkpoints" / "q0")
@@ -84,6 +84,9 @@ def test_a_repo_published_from_itself_keeps_its_weights_and_sends_none(
     assert plan.bundle.pinned == revision
     assert "model.safetensors" in plan.changes.unchanged
     assert hub.stats()["file_bytes_received"] < len(weights)  # the card and friends, never the weights
+    weight_file = next(f for f in plan.bundle.files if f.path == "model.safetensors")
+    assert weight_file.in_repo and weight_file.source is None  # identified from the listing: never downloaded
+    assert all(b.stat().st_size < len(weights) for b in (tmp_path / "hf-cache").rglob("blobs/*"))
     commits = [c.commit_id for c in api.list_repo_commits(repo)]
     assert revision in commits and commits[0] != revision  # the release sits on top of the pinned commit
     tagged = {f.path for f in api.list_repo_tree(repo, revision="v1.0", recursive=True)}
