@@ -55,7 +55,9 @@ def build_context(
         "links": _links(manifest, artifact),
         "citation": {"bibtex": code_block(citation.bibtex(manifest, artifact), language="bibtex")},
         "sections": _sections(inputs, artifact),
-        "plots": {p.kind: p.path for p in plots},
+        # Every kind present, None without data: a family whose reference has nothing to compare with (a
+        # reference and a draft) has no quality plot, and the template asks for it by name.
+        "plots": {**dict.fromkeys(("load", "acceptance", "quality")), **{p.kind: p.path for p in plots}},
     }
     context["numbers"] = [
         {"id": code_span(r.id), "label": escape_markdown(r.label), "text": Markdown(r.text),

@@ -41,3 +41,20 @@ def test_a_draft_card_without_speed_records_is_not_judged(nanbeige_manifest: Man
     card = render_family(nanbeige_inputs(nanbeige_manifest, with_speed=False), plots=False).card("eagle3").readme
     assert "Acceptance: not measured." in card
     assert "Draft gates: not judged." in card and "Draft gates: pass" not in card
+
+
+def test_a_family_of_a_reference_and_a_draft_renders(demo_manifest: Manifest, demo_inputs: CardInputs) -> None:
+    """No quant to compare the reference with (so no quality plot): both cards render, the draft's judged."""
+    from dataclasses import replace
+
+    kept = {"reference", "draft"}
+    manifest = demo_manifest.model_copy(update={
+        "artifact": [a for a in demo_manifest.artifact if a.id in kept],
+        "speculative": [s for s in demo_manifest.speculative if s.draft in (None, "draft")],
+        "workload": [w.model_copy(update={"speculative": [s for s in w.speculative if s in ("none", "draft")]})
+                     for w in demo_manifest.workload if w.artifacts != ["fp8-dynamic"]]})
+    records = tuple(e for e in demo_inputs.records if e.record.artifact_id in kept
+                    and e.record.draft_artifact_id in (None, "draft"))
+    family = render_family(replace(demo_inputs, manifest=manifest, records=records))
+    assert [c.artifact_id for c in family.cards] == ["reference", "draft"]
+    assert "**Draft gates: pass.**" in family.card("draft").readme
