@@ -154,7 +154,8 @@ def _print_plan(plan: EvalPlan, *, as_json: bool) -> None:
         pending = [g for g in server["gates"] if not g["cached"]]
         out_console.print(f"[bold]{server['artifact']}[/] — {len(pending)} of {len(server['gates'])} gates to run")
         if server["plugin"]:
-            out_console.print(f"  pip install --no-deps --no-build-isolation {server['plugin']}", soft_wrap=True)
+            out_console.print(f"  pip install --no-deps --no-build-isolation {server['plugin']}", soft_wrap=True,
+                              markup=False)
         out_console.print(f"  {server['serve']}" if pending else "  (no server: every gate is recorded)",
                           soft_wrap=True, markup=False)
         for gate in server["gates"]:
@@ -466,7 +467,8 @@ def _print_speed_plan(plan: SpeedPlan, *, as_json: bool, gate_servers: set[str] 
         out_console.print(f"[bold]speed: {server['artifact']} {escape('[' + server['speculative'] + ']')}[/] — "
                           f"{len(pending)} of {len(server['points'])} points to measure")
         if server["plugin"] and pending:
-            out_console.print(f"  pip install --no-deps --no-build-isolation {server['plugin']}", soft_wrap=True)
+            out_console.print(f"  pip install --no-deps --no-build-isolation {server['plugin']}", soft_wrap=True,
+                              markup=False)
         if pending and server["on_gate_server"]:
             out_console.print(f"  (on the gate server of {server['artifact']}, after its gates: the same command)",
                               markup=False)
