@@ -234,39 +234,20 @@ def _run_gates(
         aid = job.artifact.id
         started_at, t0 = now_utc_iso(), time.monotonic()
         events.gate_progress(aid, gate.id, 0, 0)
-        if server is not None:
-            server.arm()
-        failure: MeasurementError | None = None
-        try:
+        files = model_files(job.artifact, job.model_dir)
+
+        def measure(gate: Gate = gate, files: Any = files, aid: str = aid) -> GateRun:
             with stderr_to(log_dir / "lm-eval.log"):
-                run = _measure(manifest, gate, base_url=base_url, model=model,
-                               files=model_files(job.artifact, job.model_dir),
-                               on_progress=lambda d, t, a=aid, g=gate.id: events.gate_progress(a, g, d, t))
+                return _measure(manifest, gate, base_url=base_url, model=model, files=files,
+                                on_progress=lambda d, t, a=aid, g=gate.id: events.gate_progress(a, g, d, t))
+
+        try:
+            run, failure = _watched(server, measure)
         except KeyboardInterrupt:
+            # The watchdog records the death before it interrupts the main thread, wherever it lands.
             if server is not None and server.died is not None:
                 raise server.died from None
             raise
-        except MeasurementError as exc:
-            # One gate's harness failing (a custom command that crashed, a metric lm-eval did not
-            # report) voids that gate only: the server is fine, the other gates still run.
-            if server is not None:
-                server.disarm()
-                if (died := server.death_behind(exc)) is not None:
-                    raise died from None
-            failure = exc
-            run = GateRun(value=0.0, stderr=None, metrics={}, samples=[], n=0, truncated=0, empty=0, requests=0,
-                          task_hash=None)
-        except Exception as exc:
-            # The client's "connection refused/reset" can win the race against the watchdog when the
-            # server is killed: a dead (or dying) server group makes it engine death (exit 5), not a bug.
-            if server is not None:
-                server.disarm()
-                if (died := server.death_behind(exc)) is not None:
-                    raise died from None
-            raise
-        finally:
-            if server is not None:
-                server.disarm()
         if server is not None:
             server.check_alive()
         requests += run.requests
@@ -278,6 +259,41 @@ def _run_gates(
         summary = f"{run.value:.3f} (n={run.n})" if record.status == "ok" else f"void: {record.void_reason}"
         events.gate_finished(aid, gate.id, summary)
     return requests, written
+
+
+def _watched(server: VllmServer | None, measure: Callable[[], GateRun]) -> tuple[GateRun, MeasurementError | None]:
+    """`measure()` with the server's watchdog armed: the run, or a void run and the harness's failure.
+
+    The server's death however it shows (the watchdog's interrupt, or the client's "connection refused/
+    reset", which can win the race against the watchdog when the server is killed) is ServerDiedError.
+    """
+    if server is not None:
+        server.arm()
+    try:
+        return measure(), None
+    except MeasurementError as exc:
+        # One gate's harness failing (a custom command that crashed, a metric lm-eval did not
+        # report) voids that gate only: the server is fine, the other gates still run.
+        _raise_if_dead(server, exc)
+        void = GateRun(value=0.0, stderr=None, metrics={}, samples=[], n=0, truncated=0, empty=0, requests=0,
+                       task_hash=None)
+        return void, exc
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        # A dead (or dying) server group makes any error of its client engine death (exit 5), not a bug.
+        _raise_if_dead(server, exc)
+        raise
+    finally:
+        if server is not None:
+            server.disarm()
+
+
+def _raise_if_dead(server: VllmServer | None, exc: BaseException) -> None:
+    if server is not None:
+        server.disarm()
+        if (died := server.death_behind(exc)) is not None:
+            raise died from None
 
 
 def _measure(

@@ -111,3 +111,39 @@ def test_gate_run_reports_engine_death_when_the_client_error_wins_the_race(
         runner._run_gates(SimpleNamespace(), job, "http://127.0.0.1:1", server, None,  # type: ignore[arg-type]
                           ledger=None, events=runner.NullEvents(), measured={}, log_dir=tmp_path)  # type: ignore[arg-type]
     assert caught.value.exit_code == ExitCode.SERVER_FAILED
+
+
+def _run_one_gate(tmp_path: Path, server: VllmServer) -> None:
+    gate = SimpleNamespace(id="g")
+    job = SimpleNamespace(pending=[SimpleNamespace(gate=gate)], artifact=SimpleNamespace(id="a", repo="o/m"),
+                          model_dir=tmp_path)
+    runner._run_gates(SimpleNamespace(), job, "http://127.0.0.1:1", server, None,  # type: ignore[arg-type]
+                      ledger=None, events=runner.NullEvents(), measured={}, log_dir=tmp_path)  # type: ignore[arg-type]
+
+
+def test_watchdog_interrupt_is_the_death(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watchdog's interrupt of the main thread surfaces as the death it recorded (exit 5)."""
+    server, process = make_server(tmp_path)
+
+    def measure(*args: Any, **kwargs: Any) -> Any:
+        process.die()
+        server.died = server.death_behind(KeyError("x"), grace=0)  # what the watchdog records first
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "_measure", measure)
+    with pytest.raises(ServerDiedError):
+        _run_one_gate(tmp_path, server)
+
+
+def test_client_error_from_a_live_server_stays_what_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection error while the server lives is not called its death."""
+    server, _ = make_server(tmp_path)
+
+    def measure(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionResetError("reset")
+
+    monkeypatch.setattr(runner, "_measure", measure)
+    real = server.death_behind
+    monkeypatch.setattr(server, "death_behind", lambda exc, grace=0.0: real(exc, grace=0.2))
+    with pytest.raises(ConnectionResetError):
+        _run_one_gate(tmp_path, server)
