@@ -290,6 +290,14 @@ class _Runner:
             self.events.job_finished(failed)
             return failed
         deadline = started + timeout
+        if job.environment is not None:
+            # A deployment environment's protection rules (required reviewers, wait timers) have no one to
+            # ask here; its secrets are the run's (`RunSettings.secrets`).
+            environment = job.environment.get("name") if isinstance(job.environment, Mapping) else job.environment
+            steps.append(StepResult(label=f"environment {to_string(_evaluate_tree(environment, contexts))}",
+                                    status="success", substituted="protection rules (required reviewers) not asked; "
+                                    "its secrets are the rehearsal's"))
+            self.events.step_finished(name, steps[-1])
         for step in job.steps:
             ran = self.run_step(job, step, contexts, state, deadline)
             steps.append(ran)

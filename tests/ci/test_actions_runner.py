@@ -114,6 +114,8 @@ RELEASE = """
       publish:
         needs: render
         runs-on: ubuntu-latest
+        environment:
+          name: release
         steps:
           - uses: DOWNLOAD
             with:
@@ -141,6 +143,8 @@ def test_a_release_shaped_workflow_runs_end_to_end(tmp_path: Path) -> None:
     assert "copy of the work tree" in (eval_a.steps[0].substituted or "")
     assert "not run" in (eval_a.steps[1].substituted or "")
     assert run.jobs[0].outputs["matrix"].startswith('{"include"')
+    assert run.jobs[-1].steps[0].label == "environment release"  # no reviewers to ask: named, not hidden
+    assert "required reviewers" in (run.jobs[-1].steps[0].substituted or "")
     assert any("token is ***" in line for line in log.lines)
     assert not any("hf_secret_value" in line for line in log.lines)
     # Each job ran in its own fresh workspace.
@@ -181,6 +185,7 @@ def test_a_missing_needs_is_a_race_the_rehearsal_loses(tmp_path: Path) -> None:
         needs: render
 """, """      publish:
 """)
+    assert broken != RELEASE
     run = _run(tmp_path, broken)
     publish = next(j for j in run.jobs if j.name == "publish")
     assert publish.status == "failure"
