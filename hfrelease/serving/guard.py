@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 
 from hfrelease.errors import ConfigError, ConfigProblem
 from hfrelease.manifest import Manifest
+from hfrelease.manifest.serve_args import OWNED_OPTIONS
 from hfrelease.serving.command import ServeCommand, build_serve_command
 
 # Namespace attributes the manifest's `args` must leave as hfrelease's own flags set them.
@@ -134,8 +135,6 @@ def command_problems(command: ServeCommand) -> list[str]:
 
 
 def _advice(dest: str) -> str:
-    from hfrelease.manifest.serve_args import OWNED_OPTIONS
-
     return OWNED_OPTIONS.get("--" + dest.replace("_", "-"), "the manifest has a key for it, or hfrelease sets it")
 
 
