@@ -133,18 +133,10 @@ def hub_content_hash(repo: str, revision: str, *, cache: HashCache | None = None
     Equal to `hash_snapshot(download_snapshot(repo, revision))`; `bytes_read` counts only the non-LFS
     weight files downloaded to hash them.
     """
-    from huggingface_hub import HfApi, hf_hub_download
-    from huggingface_hub.hf_api import RepoFile
-
     key = (hub_endpoint(), repo, revision)
     if key in _HUB_IDENTITIES:
         return _HUB_IDENTITIES[key]
-    try:
-        with hub_access():
-            listing = [e for e in HfApi(endpoint=key[0]).list_repo_tree(repo, revision=revision, recursive=True)
-                       if isinstance(e, RepoFile) and e.path.rsplit("/", 1)[-1].endswith(WEIGHT_SUFFIX)]
-    except Exception as exc:  # see download_snapshot
-        raise _hub_error(repo, revision, exc) from exc
+    listing = [e for e in hub_listing(repo, revision) if e.path.rsplit("/", 1)[-1].endswith(WEIGHT_SUFFIX)]
     if not listing:
         raise ArtifactError(f"{repo}@{revision[:12]}: no {WEIGHT_SUFFIX} files",
                             hint="Check the source's hub and revision in release.toml.")
@@ -156,11 +148,7 @@ def hub_content_hash(repo: str, revision: str, *, cache: HashCache | None = None
         if entry.lfs is not None:
             files.append(FileHash(path=entry.path, size=entry.lfs.size, sha256=entry.lfs.sha256))
             continue
-        try:
-            with hub_access():
-                local = Path(hf_hub_download(repo, entry.path, revision=revision, endpoint=key[0]))
-        except Exception as exc:  # see download_snapshot
-            raise _hub_error(repo, revision, exc) from exc
+        local = hub_file(repo, entry.path, revision)
         snapshot = local.parents[len(Path(entry.path).parts) - 1]
         before = cache.bytes_read if cache is not None else 0
         (digest,) = hash_files(snapshot, [entry.path], cache, link_root=cache_repo_dir(snapshot))
