@@ -20,6 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 GATED = ("reference", "fp8-dynamic")
 ARTIFACTS = (*GATED, "draft")
 GATES = ("arith-nothink", "mc")
+# The demo's tasks are not Hub Benchmarks, so its cards have no `.eval_results/`. For the artifact handoff to
+# be tested with one, the multiple-choice gate runs a copy of its task under a name the cards map to a
+# registered benchmark (`cards.frontmatter.BENCHMARKS`), on all of its 100 items (only a full run is written).
+BENCHMARK_TASK = "gpqa_diamond_demo_mc"
 REPOS = {"reference": "hfrelease-demo/tiny-reference", "fp8-dynamic": "hfrelease-demo/tiny-FP8-Dynamic",
          "draft": "hfrelease-demo/tiny-draft"}
 
@@ -39,6 +43,10 @@ def _cut_down_family(family: Path) -> None:
             artifact["draft"]["min_acceptance_rate"] = 0.2
     # 40 samples instead of 100: the servers' start-up, not the requests, is then most of the time.
     data["gate"] = [{**g, "limit": 40} for g in data["gate"] if g["id"] in GATES]
+    for gate in data["gate"]:
+        if gate["id"] == "mc":
+            del gate["limit"]
+            gate.update(task=BENCHMARK_TASK, task_dir="../../tasks")
     data["speculative"] = [s for s in data["speculative"] if s["id"] == "draft"]
     data["workload"] = [{**w, "speculative": ["none", "draft"], "repeats": 1, "warmups": 1, "num_prompts": 8}
                         for w in data["workload"] if w["id"] == "chat"]
@@ -52,6 +60,10 @@ def repository(demo_family: Path, tmp_path: Path) -> Path:
     shutil.copytree(demo_family, repo / "model_cards" / "demo")
     (repo / "build").symlink_to(ROOT / "build")  # the manifest's ../../build/demo paths resolve from the copy
     _cut_down_family(repo / "model_cards" / "demo")
+    original = (ROOT / "build" / "demo" / "tasks" / "demo_mc.yaml").read_text()
+    (repo / "tasks").mkdir()
+    task = original.replace("task: demo_mc", f"task: {BENCHMARK_TASK}")
+    (repo / "tasks" / f"{BENCHMARK_TASK}.yaml").write_text(task)
     write_release_workflow(repo / "model_cards" / "demo", root=repo)
     return repo
 
@@ -103,6 +115,8 @@ def test_the_demo_family_is_released_through_its_workflow_file(repository: Path,
             card_files = {p.relative_to(rendered / artifact).as_posix()
                           for p in (rendered / artifact).rglob("*") if p.is_file()}
             assert "README.md" in card_files
+            if artifact == "fp8-dynamic":  # a published quant with a full benchmark run
+                assert ".eval_results/mc.yaml" in card_files
             published = set(api.list_repo_files(repo, revision="v0.1"))
             assert card_files <= published, (repo, card_files - published)
 
