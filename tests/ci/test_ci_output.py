@@ -169,3 +169,23 @@ def test_eval_writes_its_gate_table_to_the_step_summary_on_github_actions(
     eval_command._ci_summary(gates=report)
     assert capsys.readouterr().err.splitlines() == ["::group::eval: fp8", "::endgroup::"]
     assert "| fp8 | arith \\| exact |" in summary.read_text()
+
+
+def test_rehearsal_refuses_a_workflow_of_another_manifest_or_none(fixture_family: Path, tmp_path: Path) -> None:
+    """The rehearsal runs the workflow that releases this manifest: none found, or another MANIFEST, is exit 3."""
+    from hfrelease.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"no \.github/workflows/release\.yml"):
+        rehearse(fixture_family, work_dir=tmp_path / "work", env={})
+    path = write_release_workflow(fixture_family, root=tmp_path)
+    path.write_text(path.read_text().replace("MANIFEST: ", "MANIFEST: other/"))
+    with pytest.raises(ConfigError, match="the workflow releases"):
+        rehearse(fixture_family, work_dir=tmp_path / "work", env={})
+
+
+def test_release_without_only_refuses_artifact_filters(
+    fixture_family: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--artifact/--gate cannot restrict a rehearsal: the workflow runs as written (usage error, exit 2)."""
+    code, _, err = _run(["release", str(fixture_family), "--artifact", "fp8"], capsys)
+    assert code == ExitCode.USAGE and "--only" in err
