@@ -43,6 +43,11 @@ def _family(tmp: Path, *, workloads: list[dict[str, Any]]) -> Path:
                     ignore=shutil.ignore_patterns("results", "build", "*.egg-info"))
     (tmp / "build").symlink_to(ROOT / "build")
     (target / "results").mkdir()
+    # The reference is the vendor's Hub repo (served by the `vendor_hub` fixture): pinned to this build
+    # (a text edit of the inline source table, so before the manifest is rewritten below).
+    from hfrelease.demo.vendor import pin_manifest, read_pins
+
+    pin_manifest(target / "release.toml", read_pins(ROOT / "build" / "demo"))
     data = tomllib.loads((target / "release.toml").read_text())
     data["artifact"].append({
         "id": "self-draft", "kind": "draft", "repo": "hfrelease-demo/tiny-self-draft", "publish": False,
@@ -77,7 +82,7 @@ def _eval(family: Path, *args: str, timeout: float = 900, mode: str = "--speed-o
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory: pytest.TempPathFactory, demo_build: dict[str, Path]) -> dict[str, Any]:
+def measured(tmp_path_factory: pytest.TempPathFactory, demo_build: dict[str, Path], vendor_hub: str) -> dict[str, Any]:
     """One `hfrelease eval --speed` of the cut-down family with one gate: three servers, seven points.
 
     The reference's gate server is also its no-speculation speed server (one start, not two).
@@ -387,7 +392,8 @@ def _killing_runner(kill_at: str, calls: list[Sequence[str]]) -> Any:
     return run
 
 
-def test_server_killed_during_sweep_keeps_measured_points(tmp_path: Path, demo_build: dict[str, Path]) -> None:
+def test_server_killed_during_sweep_keeps_measured_points(tmp_path: Path, demo_build: dict[str, Path],
+                                                           vendor_hub: str) -> None:
     """The server dies at the second sweep level: the first level's record is kept and the failure reported."""
     from hfrelease.manifest import load_manifest
     from hfrelease.speed.plan import plan_speed
