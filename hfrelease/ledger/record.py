@@ -212,7 +212,7 @@ class LedgerRecord(_Model):
             raise ValueError("a void record needs a void_reason")
         if self.status == "ok" and self.void_reason is not None:
             raise ValueError("void_reason is only for void records")
-        # DESIGN.md: a gate whose answers were cut off is a failed measurement, not a low score. Where
+        # A gate whose answers were cut off is a failed measurement, not a low score. Where
         # the line lies is the gate's `max_truncated` share (evaluation decides); an ok record keeps
         # its counts so a card can say how many answers were cut off.
         return self

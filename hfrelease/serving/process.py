@@ -1,6 +1,6 @@
 """A running `vllm serve`: own process group, free port, bounded health wait, identity check, clean stop.
 
-Facts that shaped it (DESIGN.md): vLLM forks engine processes, and a SIGTERM during start-up can leave
+Facts that shaped it: vLLM forks engine processes, and a SIGTERM during start-up can leave
 one behind, so the server runs in its own session and the whole group is stopped (SIGTERM, then
 SIGKILL). Start takes about a minute on a 2-core CPU, so the wait is bounded by the manifest's
 `startup_timeout` but a server that dies is reported within a second, with the cause read from its log.

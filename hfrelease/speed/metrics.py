@@ -8,7 +8,7 @@ vLLM counts, per engine and served model (labels `engine`, `model_name`):
     vllm:spec_decode_num_accepted_tokens_per_pos_total{position="i"}
 
 A snapshot sums the engines (data-parallel servers have several) of one served model. A workload run
-is bracketed by two snapshots; from the delta (DESIGN.md):
+is bracketed by two snapshots; from the delta:
 
     acceptance rate          = accepted / draft_tokens
     mean acceptance length   = 1 + accepted / drafts       (tokens emitted per verification step)
