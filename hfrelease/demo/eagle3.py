@@ -9,8 +9,8 @@ Layout (vllm/model_executor/models/llama_eagle3.py, `Eagle3LlamaForCausalLM`): a
 embedding and the fused hidden state side by side (q/k/v take 2 x hidden_size inputs), `fc` fusing the
 target's auxiliary hidden states (3 x hidden_size -> hidden_size), `norm`, `lm_head` over the full
 vocabulary (no draft-to-target id map needed) and its own `embed_tokens`. vLLM's default auxiliary
-layers for a 4-layer target are (2, 2, 1), so the config names them (
-`eagle_aux_hidden_state_layer_ids`).
+layers for a 4-layer target are (2, 2, 1), so the config names them
+(`eagle_aux_hidden_state_layer_ids`).
 """
 
 from __future__ import annotations
