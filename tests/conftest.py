@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +57,39 @@ def isolated_hub_client(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, loopbac
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+
+
+@pytest.fixture
+def public_hub(monkeypatch: pytest.MonkeyPatch) -> None:
+    """huggingface_hub's default endpoint (huggingface.co) with offline mode on, as on a machine with no Hub.
+
+    The session's vendor Hub (tests/integration/conftest.py) sets HF_ENDPOINT to a loopback server for the
+    tests that come after it; a test about the Hub being out of reach must not depend on running first.
+    """
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "ENDPOINT", "https://huggingface.co")
+    monkeypatch.setattr(
+        constants, "HUGGINGFACE_CO_URL_TEMPLATE", "https://huggingface.co/{repo_id}/resolve/{revision}/{filename}"
+    )
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+
+
+CliRun = Callable[[list[str]], tuple[int, str, str]]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> CliRun:
+    """Run `hfrelease ARGS` in this process: (exit code, stdout, stderr)."""
+    from hfrelease.cli import main
+
+    def run(args: list[str]) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as exit_info:
+            main(args)
+        captured = capsys.readouterr()
+        code = exit_info.value.code
+        return (code if isinstance(code, int) else 1), captured.out, captured.err
+
+    return run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from hfrelease.demo.build import (
     read_stamp,
     tasks_dir,
 )
+from hfrelease.errors import ExitCode
+from tests.conftest import CliRun
 
 ROOT = Path(__file__).resolve().parents[2]
 QUANT_PYTHON = Path(os.environ.get("HFRELEASE_QUANT_PYTHON", ROOT / ".venv-quant" / "bin" / "python"))
@@ -172,10 +175,28 @@ def test_tasks_dir_has_absolute_data_paths(family: tuple[Path, dict[str, Path], 
         assert path.is_absolute() and path.is_file()
 
 
-def test_check_accepts_the_demo_manifest(family: tuple[Path, dict[str, Path], list[str]]) -> None:
-    """Once built, the demo family's manifest passes `hfrelease check` (every file it names exists)."""
-    from hfrelease.cli import main
+def test_check_accepts_the_demo_manifest_once_pinned(
+    family: tuple[Path, dict[str, Path], list[str]], vendor_hub: str, tmp_path: Path, cli: CliRun
+) -> None:
+    """The demo manifest passes `hfrelease check` once `hfrelease demo pin` has pinned this build's vendor
+    revision (the maintainer's "upload, then pin" step); pinned to a commit the Hub lacks, check names it."""
+    import shutil
 
-    with pytest.raises(SystemExit) as exit_info:
-        main(["check", str(ROOT / "model_cards" / "demo")])
-    assert exit_info.value.code == 0
+    from hfrelease.demo.vendor import read_pins
+
+    copy = tmp_path / "model_cards" / "demo"
+    shutil.copytree(ROOT / "model_cards" / "demo", copy, ignore=shutil.ignore_patterns("results", "build"))
+    (tmp_path / "build").symlink_to(ROOT / "build")
+    text = (copy / "release.toml").read_text()
+    [revision] = read_pins(family[0]).values()
+    stale = "0" * 40
+    (copy / "release.toml").write_text(text.replace(revision, stale) if revision in text else
+                                       re.sub(r'(revision\s*=\s*")[0-9a-f]{40}', rf"\g<1>{stale}", text))
+
+    code, _, err = cli(["check", str(copy)])
+    assert code == ExitCode.CONFIG and "artifact[0].source.revision" in err and stale in err, err
+
+    code, _, err = cli(["demo", "pin", str(copy)])
+    assert code == 0 and revision in (copy / "release.toml").read_text(), err
+    code, _, err = cli(["check", str(copy)])
+    assert code == 0, err

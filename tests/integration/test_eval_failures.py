@@ -41,7 +41,7 @@ def edit_manifest(family: Path, change: Any) -> None:
         # A value vLLM's parser accepts and its engine config refuses (an unknown option never gets this far:
         # the serve guard refuses it with vLLM's parser before anything starts, exit 3).
         (lambda d: d["serve"].__setitem__("args", ["--gpu-memory-utilization", "1.5"]), "bad argument"),
-        (lambda d: d["artifact"][0]["source"].__setitem__("path", "../../empty-model"), "model not found"),
+        (lambda d: d["artifact"][0].__setitem__("source", {"path": "../../empty-model"}), "model not found"),
         (lambda d: (d["serve"].pop("plugin"), d["serve"]["env"].__setitem__("VLLM_PLUGINS", "none")), "missing plugin"),
     ],
     ids=["bad-argument", "model-not-found", "missing-plugin"],

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import tomli_w
 
-from hfrelease.cli import main
 from hfrelease.errors import ExitCode
+from tests.conftest import CliRun
 
 Data = dict[str, Any]
 
@@ -129,14 +129,6 @@ CASES: list[tuple[str, Callable[[Data], None], str, str]] = [
 ]
 
 
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    code = exit_info.value.code
-    return int(code) if isinstance(code, int) else 1, captured.out, captured.err
-
 
 def _write(family: Path, data: Data) -> Path:
     path = family / "release.toml"
@@ -146,7 +138,7 @@ def _write(family: Path, data: Data) -> Path:
 
 @pytest.mark.parametrize(("mutate", "location", "fragment"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_check_rejects(
-    fixture_family: Path, capsys: pytest.CaptureFixture[str],
+    fixture_family: Path, cli: CliRun,
     mutate: Callable[[Data], None], location: str, fragment: str,
 ) -> None:
     """The broken manifest exits with the config code and names the field with a useful message."""
@@ -154,12 +146,12 @@ def test_check_rejects(
     mutate(data)
     path = _write(fixture_family, data)
 
-    code, out, err = _run(["check", str(path)], capsys)
+    code, out, err = cli(["check", str(path)])
     assert code == ExitCode.CONFIG
     assert f"  - {location}" in err
     assert fragment in err
 
-    code, out, _ = _run(["check", "--json", str(path)], capsys)
+    code, out, _ = cli(["check", "--json", str(path)])
     assert code == ExitCode.CONFIG
     report = json.loads(out)
     assert report["ok"] is False
@@ -171,50 +163,50 @@ def test_case_table_is_large_enough() -> None:
     assert len(CASES) >= 25
 
 
-def test_every_problem_reported_at_once(fixture_family: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_problem_reported_at_once(fixture_family: Path, cli: CliRun) -> None:
     """Three unrelated mistakes come back as three problems in one run."""
     data = tomllib.loads((fixture_family / "release.toml").read_text())
     _many(data)
-    code, out, _ = _run(["check", "--json", str(_write(fixture_family, data))], capsys)
+    code, out, _ = cli(["check", "--json", str(_write(fixture_family, data))])
     assert code == ExitCode.CONFIG
     locations = {p["location"] for p in json.loads(out)["problems"]}
     assert {"family.name", "gate[0].max_tokens", "workload[0].speculative[1]"} <= locations
 
 
-def test_toml_syntax_error_names_the_line(fixture_family: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_toml_syntax_error_names_the_line(fixture_family: Path, cli: CliRun) -> None:
     """Malformed TOML is reported with its line number."""
     path = fixture_family / "release.toml"
     lines = path.read_text().splitlines()
     lines.insert(4, 'name = "unterminated')
     path.write_text("\n".join(lines))
-    code, _, err = _run(["check", str(path)], capsys)
+    code, _, err = cli(["check", str(path)])
     assert code == ExitCode.CONFIG
     assert "not valid TOML" in err
     assert "line 5" in err
 
 
-def test_not_utf8(fixture_family: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_not_utf8(fixture_family: Path, cli: CliRun) -> None:
     """A manifest that is not UTF-8 is a config error, not a crash."""
     path = fixture_family / "release.toml"
     path.write_bytes(b"schema_version = 1\n# \xff\xfe\n")
-    code, _, err = _run(["check", str(path)], capsys)
+    code, _, err = cli(["check", str(path)])
     assert code == ExitCode.CONFIG
     assert "not UTF-8" in err
 
 
-def test_missing_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_manifest(tmp_path: Path, cli: CliRun) -> None:
     """Naming a directory without release.toml says the file cannot be read."""
-    code, _, err = _run(["check", str(tmp_path)], capsys)
+    code, _, err = cli(["check", str(tmp_path)])
     assert code == ExitCode.CONFIG
     assert "cannot read the manifest" in err
 
 
-def test_secret_value_never_echoed(fixture_family: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_secret_value_never_echoed(fixture_family: Path, cli: CliRun) -> None:
     """A token pasted into the manifest is refused without being printed back."""
     token = "hf_" + "Q" * 34
     data = tomllib.loads((fixture_family / "release.toml").read_text())
     data["serve"]["env"] = {"HF_TOKEN": token}
     data["family"]["owner"] = token  # also misplaced into a field with a format rule
-    code, out, err = _run(["check", str(_write(fixture_family, data))], capsys)
+    code, out, err = cli(["check", str(_write(fixture_family, data))])
     assert code == ExitCode.CONFIG
     assert token not in out + err

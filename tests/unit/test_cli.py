@@ -11,21 +11,14 @@ import pytest
 
 from hfrelease.cli import main
 from hfrelease.errors import ExitCode
+from tests.conftest import CliRun
 
 COMMANDS = ["check", "eval", "render", "bundle", "publish", "release", "init"]
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    code = exit_info.value.code
-    return (code if isinstance(code, int) else 1), captured.out, captured.err
-
-
-def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_lists_every_command(cli: CliRun) -> None:
     """`hfrelease --help` names each pipeline command and the exit codes."""
-    code, out, _ = run(["--help"], capsys)
+    code, out, _ = cli(["--help"])
     assert code == 0
     for command in COMMANDS:
         assert command in out
@@ -33,9 +26,9 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_subcommand_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_subcommand_help(command: str, cli: CliRun) -> None:
     """Every subcommand answers --help."""
-    code, out, _ = run([command, "--help"], capsys)
+    code, out, _ = cli([command, "--help"])
     assert code == 0
     assert "Usage:" in out
 
@@ -56,11 +49,10 @@ def test_help_imports_nothing_heavy(args: list[str]) -> None:
     assert "HEAVY=\n" in result.stderr or result.stderr.rstrip().endswith("HEAVY="), result.stderr
 
 
-def test_check_accepts_the_flagship(repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_accepts_the_flagship(repo_root: Path, cli: CliRun) -> None:
     """The Nanbeige manifest of the seeds is valid and declares its five artifacts (its placeholder plugin is
     the preflight's business: test_preflight.py)."""
-    code, out, _ = run(["check", "--json", "--no-preflight", str(repo_root / "model_cards" / "nanbeige4.2-3b")],
-                       capsys)
+    code, out, _ = cli(["check", "--json", "--no-preflight", str(repo_root / "model_cards" / "nanbeige4.2-3b")])
     assert code == 0
     report = json.loads(out)
     assert report["ok"] is True
@@ -71,37 +63,36 @@ def test_check_accepts_the_flagship(repo_root: Path, capsys: pytest.CaptureFixtu
     assert report["tag"] == "v1.3"
 
 
-def test_check_table_output(fixture_family: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_table_output(fixture_family: Path, cli: CliRun) -> None:
     """Without --json, check prints the artifacts, gates and workloads for people."""
-    code, out, err = run(["check", str(fixture_family)], capsys)
+    code, out, err = cli(["check", str(fixture_family)])
     assert code == 0
     assert "tester/Fixture-1M-FP8-Dynamic" in out
     assert "Gates" in out and "Workloads" in out
     assert "1 manifest valid" in err
 
 
-def test_check_reports_each_manifest(fixture_family: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_reports_each_manifest(fixture_family: Path, tmp_path: Path, cli: CliRun) -> None:
     """Several manifests: each reported, exit 3 when any is invalid."""
     bad = tmp_path / "bad.toml"
     bad.write_text("schema_version = 1\n")
-    code, out, _ = run(["check", "--json", str(fixture_family), str(bad)], capsys)
+    code, out, _ = cli(["check", "--json", str(fixture_family), str(bad)])
     assert code == ExitCode.CONFIG
     reports = json.loads(out)
     assert [r["ok"] for r in reports] == [True, False]
     assert {p["location"] for p in reports[1]["problems"]} >= {"family", "artifact"}
 
 
-def test_init_scaffold_passes_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_scaffold_passes_check(tmp_path: Path, cli: CliRun) -> None:
     """A scaffolded family is accepted by check and carries the values given."""
     target = tmp_path / "mymodel"
-    code, _, err = run(
+    code, _, err = cli(
         ["init", str(target), "--name", "mymodel-7b", "--base-model", "acme/MyModel-7B", "--owner", "me",
          "--language", "en", "--language", "fr"],
-        capsys,
     )
     assert code == 0, err
     assert (target / "sections" / "limitations.md").is_file()
-    code, out, _ = run(["check", "--json", str(target)], capsys)
+    code, out, _ = cli(["check", "--json", str(target)])
     assert code == 0
     report = json.loads(out)
     assert report["family"] == "mymodel-7b"
@@ -110,37 +101,36 @@ def test_init_scaffold_passes_check(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert 'base_model = "acme/MyModel-7B"' in text
 
 
-def test_init_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_refuses_to_overwrite(tmp_path: Path, cli: CliRun) -> None:
     """init leaves an existing release.toml alone unless --force."""
     args = ["init", str(tmp_path), "--name", "x", "--base-model", "a/b", "--owner", "me"]
-    assert run(args, capsys)[0] == 0
+    assert cli(args)[0] == 0
     (tmp_path / "release.toml").write_text("# mine\n")
-    code, _, err = run(args, capsys)
+    code, _, err = cli(args)
     assert code == ExitCode.INTERNAL
     assert "already exists" in err and "--force" in err
     assert (tmp_path / "release.toml").read_text() == "# mine\n"
-    assert run([*args, "--force"], capsys)[0] == 0
+    assert cli([*args, "--force"])[0] == 0
 
 
-def test_init_rejects_bad_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_rejects_bad_values(tmp_path: Path, cli: CliRun) -> None:
     """Bad init options are all named at once, before anything is written."""
-    code, _, err = run(
-        ["init", str(tmp_path / "f"), "--name", "Bad Name", "--base-model", "https://x/y", "--owner", "me"], capsys
-    )
+    code, _, err = cli(
+        ["init", str(tmp_path / "f"), "--name", "Bad Name", "--base-model", "https://x/y", "--owner", "me"])
     assert code == ExitCode.CONFIG
     assert "--name" in err and "--base-model" in err
     assert not (tmp_path / "f").exists()
 
 
-def test_unknown_option_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_option_is_usage_error(cli: CliRun) -> None:
     """An unknown option is Click's usage error (2)."""
-    code, _, err = run(["check", "--frobnicate"], capsys)
+    code, _, err = cli(["check", "--frobnicate"])
     assert code == ExitCode.USAGE
     assert "No such option" in err
 
 
 def test_internal_error_without_traceback(
-    monkeypatch: pytest.MonkeyPatch, fixture_family: Path, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, fixture_family: Path, cli: CliRun
 ) -> None:
     """A bug prints one line and the debug hint; HFRELEASE_DEBUG=1 lets the traceback through."""
     import hfrelease.manifest as manifest_pkg
@@ -150,7 +140,7 @@ def test_internal_error_without_traceback(
 
     monkeypatch.setattr(manifest_pkg, "load_manifest", broken)
     monkeypatch.delenv("HFRELEASE_DEBUG", raising=False)
-    code, _, err = run(["check", str(fixture_family)], capsys)
+    code, _, err = cli(["check", str(fixture_family)])
     assert code == ExitCode.INTERNAL
     assert "internal error: RuntimeError: boom" in err and "HFRELEASE_DEBUG=1" in err
     assert "Traceback" not in err
@@ -159,9 +149,9 @@ def test_internal_error_without_traceback(
         main(["check", str(fixture_family)])
 
 
-def test_eval_dry_run_of_the_flagship_without_a_gpu(repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_eval_dry_run_of_the_flagship_without_a_gpu(repo_root: Path, cli: CliRun) -> None:
     """--dry-run prints every vllm serve and lm_eval command of the Nanbeige family and starts nothing."""
-    code, out, _ = run(["eval", "--dry-run", "--json", str(repo_root / "model_cards" / "nanbeige4.2-3b")], capsys)
+    code, out, _ = cli(["eval", "--dry-run", "--json", str(repo_root / "model_cards" / "nanbeige4.2-3b")])
     assert code == 0
     plan = json.loads(out)
     assert [s["artifact"] for s in plan["servers"]] == ["bf16", "fp8-dynamic", "nvfp4-fp8-loopshield", "nvfp4a16"]
@@ -174,10 +164,9 @@ def test_eval_dry_run_of_the_flagship_without_a_gpu(repo_root: Path, capsys: pyt
     assert plan["pending"] == 20
 
 
-def test_eval_speed_dry_run_marks_the_shared_gate_servers(repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_eval_speed_dry_run_marks_the_shared_gate_servers(repo_root: Path, cli: CliRun) -> None:
     """With --speed, the no-speculation speed server of an artifact that runs gates is its gate server."""
-    code, out, _ = run(["eval", "--speed", "--dry-run", "--json", str(repo_root / "model_cards" / "nanbeige4.2-3b")],
-                       capsys)
+    code, out, _ = cli(["eval", "--speed", "--dry-run", "--json", str(repo_root / "model_cards" / "nanbeige4.2-3b")])
     assert code == 0
     plan = json.loads(out)
     gated = {s["artifact"] for s in plan["servers"]}

@@ -9,20 +9,12 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from hfrelease.cli import main
 from hfrelease.cli.output import visible
 from hfrelease.errors import ExitCode
+from tests.conftest import CliRun
 
 FAMILY = Path(__file__).resolve().parent.parent / "fixtures" / "family"
 INSTALL = "git+https://github.com/acme/hfrelease@0123456789abcdef0123456789abcdef01234567"
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    code = exit_info.value.code
-    return (code if isinstance(code, int) else 1), captured.out, captured.err
 
 
 def family_named(tmp_path: Path, display_name: str) -> Path:
@@ -34,18 +26,18 @@ def family_named(tmp_path: Path, display_name: str) -> Path:
     return target
 
 
-def test_rich_markup_in_display_name_prints_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_rich_markup_in_display_name_prints_as_written(tmp_path: Path, cli: CliRun) -> None:
     """`check` prints a display name holding Rich markup literally, brackets and all."""
     family = family_named(tmp_path, "[red]Fixture[/red] [link=https://evil.example]x[/link]")
-    code, out, _ = run(["check", str(family), "--no-preflight"], capsys)
+    code, out, _ = cli(["check", str(family), "--no-preflight"])
     assert code == 0
     assert "[red]Fixture[/red] [link=https://evil.example]x[/link]" in out
 
 
-def test_ansi_escapes_are_never_printed_raw(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ansi_escapes_are_never_printed_raw(tmp_path: Path, cli: CliRun) -> None:
     """An ANSI sequence in a manifest string is shown as its escape, never sent to the terminal."""
     family = family_named(tmp_path, "Fixture \x1b[2J\x1b]0;pwned\x07 end")
-    code, out, err = run(["check", str(family), "--no-preflight"], capsys)
+    code, out, err = cli(["check", str(family), "--no-preflight"])
     assert code == 0
     assert "\x1b" not in out + err
     assert "\\x1b[2J" in out
@@ -59,12 +51,12 @@ def test_visible_keeps_text_and_escapes_controls() -> None:
 
 @pytest.mark.parametrize("name", ["dir${{ github.token }}", "two\nlines", "quo'te", "sp ace", "-dash"])
 def test_init_refuses_unsafe_directory_names(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+    tmp_path: Path, cli: CliRun, name: str
 ) -> None:
     """`init --github` refuses a directory name that is not a plain name, and writes nothing."""
     (tmp_path / ".git").mkdir()
-    code, _, err = run(["init", str(tmp_path / "model_cards" / name), "--name", "mymodel", "--base-model",
-                        "acme/My-7B", "--owner", "acme", "--github", "--install", INSTALL], capsys)
+    code, _, err = cli(["init", str(tmp_path / "model_cards" / name), "--name", "mymodel", "--base-model",
+                        "acme/My-7B", "--owner", "acme", "--github", "--install", INSTALL])
     assert code == ExitCode.CONFIG, err
     assert "not a plain directory name" in err
     assert not (tmp_path / ".github").exists()
@@ -72,23 +64,23 @@ def test_init_refuses_unsafe_directory_names(
 
 
 def test_init_refuses_unsafe_parent_directories_with_github(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, cli: CliRun
 ) -> None:
     """With --github every directory from the repository root down is written into YAML: each is checked."""
     (tmp_path / ".git").mkdir()
-    code, _, err = run(["init", str(tmp_path / "cards${{ github.token }}" / "mymodel"), "--name", "mymodel",
-                        "--base-model", "acme/My-7B", "--owner", "acme", "--github", "--install", INSTALL], capsys)
+    code, _, err = cli(["init", str(tmp_path / "cards${{ github.token }}" / "mymodel"), "--name", "mymodel",
+                        "--base-model", "acme/My-7B", "--owner", "acme", "--github", "--install", INSTALL])
     assert code == ExitCode.CONFIG, err
     assert not (tmp_path / ".github").exists()
 
 
-def test_init_github_paths_are_quoted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_github_paths_are_quoted(tmp_path: Path, cli: CliRun) -> None:
     """The generated workflows quote the manifest path wherever it is a YAML scalar."""
     import yaml
 
     (tmp_path / ".git").mkdir()
-    code, _, err = run(["init", str(tmp_path / "model_cards" / "my.model-1"), "--name", "mymodel", "--base-model",
-                        "acme/My-7B", "--owner", "acme", "--github", "--install", INSTALL], capsys)
+    code, _, err = cli(["init", str(tmp_path / "model_cards" / "my.model-1"), "--name", "mymodel", "--base-model",
+                        "acme/My-7B", "--owner", "acme", "--github", "--install", INSTALL])
     assert code == 0, err
     for name in ("ci.yml", "release.yml"):
         text = (tmp_path / ".github" / "workflows" / name).read_text()

@@ -12,13 +12,13 @@ import huggingface_hub.constants  # isolated_hub_client patches its attributes
 import pytest
 import tomli_w
 
-from hfrelease.cli import main
 from hfrelease.errors import ExitCode
 from hfrelease.manifest import Manifest, load_manifest
 from hfrelease.preflight import run_preflight
 from hfrelease.preflight.install import default_install, install_problem, workflow_install_problems
 from hfrelease.preflight.tasks import TaskCatalog, include_catalog
 from hfrelease.preflight.template import takes_thinking_switch
+from tests.conftest import CliRun
 
 ROOT = Path(__file__).resolve().parents[2]
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -29,14 +29,6 @@ SWITCHED = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|i
             "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
 NO_SWITCH = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
              "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    code = exit_info.value.code
-    return (code if isinstance(code, int) else 1), captured.out, captured.err
 
 
 def _edit(family: Path, change: Any) -> Path:
@@ -59,32 +51,32 @@ def _problems(manifest: Manifest, catalog: TaskCatalog = EMPTY) -> list[str]:
     return [p.render() for p in run_preflight(manifest, cache_dir=None, hub=False, catalog=catalog).problems]
 
 
-def test_check_reports_a_misspelt_task(fixture_family: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_reports_a_misspelt_task(fixture_family: Path, cli: CliRun) -> None:
     """A gate's task that lm-eval does not know exits 3 with the name it probably meant."""
     _edit(fixture_family, lambda d: _gate(d, task="fixture_tsak"))
-    code, out, _ = run(["check", "--json", str(fixture_family)], capsys)
+    code, out, _ = cli(["check", "--json", str(fixture_family)])
     assert code == ExitCode.CONFIG
     problem = _locations(json.loads(out))["gate[0].task"]
     assert "'fixture_tsak'" in problem["message"] and problem["suggestion"] == "fixture_task"
 
 
-def test_check_reports_a_misspelt_metric_and_filter(fixture_family: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_reports_a_misspelt_metric_and_filter(fixture_family: Path, cli: CliRun) -> None:
     """A metric key the task does not report, by metric or by filter, exits 3 with the key it reports."""
     for metric in ("exact_mtch,none", "exact_match,nnoe", "exact_match"):
         _edit(fixture_family, lambda d, m=metric: _gate(d, metric=m))
-        code, out, _ = run(["check", "--json", str(fixture_family)], capsys)
+        code, out, _ = cli(["check", "--json", str(fixture_family)])
         assert code == ExitCode.CONFIG, metric
         problem = _locations(json.loads(out))["gate[0].metric"]
         assert "it reports: exact_match,none" in problem["message"] and problem["suggestion"] == "exact_match,none"
 
 
-def test_every_problem_at_once(fixture_family: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_problem_at_once(fixture_family: Path, cli: CliRun) -> None:
     """Task, plugin and workflow problems of one manifest are reported together, not one per run."""
     _edit(fixture_family, lambda d: _gate(d, task="fixture_tsak"))
     shutil.rmtree(fixture_family / "vllm_plugin")
     (fixture_family / "vllm_plugin").mkdir()
     (fixture_family / "vllm_plugin" / "README.md").write_text("the plugin goes here\n")
-    code, _, err = run(["check", "--offline", str(fixture_family)], capsys)
+    code, _, err = cli(["check", "--offline", str(fixture_family)])
     assert code == ExitCode.CONFIG
     assert "2 problems" in err and "gate[0].task" in err and "serve.plugin" in err
     assert "did you mean 'fixture_task'" in err
@@ -173,12 +165,12 @@ def test_thinking_gate_with_the_switch_passes(fixture_family: Path, tmp_path: Pa
     assert takes_thinking_switch(SWITCHED) and not takes_thinking_switch(NO_SWITCH)
 
 
-def test_readme_only_plugin_is_reported(fixture_family: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_readme_only_plugin_is_reported(fixture_family: Path, cli: CliRun) -> None:
     """A plugin directory holding only a README (a placeholder) exits 3 and says what belongs there."""
     shutil.rmtree(fixture_family / "vllm_plugin")
     (fixture_family / "vllm_plugin").mkdir()
     (fixture_family / "vllm_plugin" / "README.md").write_text("the plugin goes here\n")
-    code, out, _ = run(["check", "--json", str(fixture_family)], capsys)
+    code, out, _ = cli(["check", "--json", str(fixture_family)])
     assert code == ExitCode.CONFIG
     message = _locations(json.loads(out))["serve.plugin"]["message"]
     assert "not an installable package" in message and "README.md" in message
@@ -196,9 +188,9 @@ def test_plugin_without_backend_or_entry_point(fixture_family: Path, pyproject: 
     assert len(found) == 1 and expected in found[0]
 
 
-def test_flagship_reports_its_placeholder_plugin(repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_flagship_reports_its_placeholder_plugin(repo_root: Path, cli: CliRun, public_hub: None) -> None:
     """The Nanbeige manifest validates, and the preflight reports its README-only vllm_plugin/ (exit 3)."""
-    code, out, err = run(["check", "--json", str(repo_root / "model_cards" / "nanbeige4.2-3b")], capsys)
+    code, out, err = cli(["check", "--json", str(repo_root / "model_cards" / "nanbeige4.2-3b")])
     assert code == ExitCode.CONFIG, err
     report = json.loads(out)
     assert report["ok"] is False
@@ -264,19 +256,19 @@ def test_repository_workflows_install_from_the_checkout() -> None:
     assert workflow_install_problems(ROOT) == []
 
 
-def test_init_github_without_a_known_origin_asks_for_install(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_init_github_without_a_known_origin_asks_for_install(tmp_path: Path, cli: CliRun,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """`init --github` never writes `pip install hfrelease==<version>`: with no known origin it asks for --install."""
     monkeypatch.setattr("hfrelease.preflight.install.default_install", lambda root: None)
     (tmp_path / ".git").mkdir()
     args = ["init", str(tmp_path / "fam"), "--name", "fam", "--base-model", "a/b", "--owner", "me", "--github"]
-    code, _, err = run(args, capsys)
+    code, _, err = cli(args)
     assert code == ExitCode.CONFIG and "--install" in err and "not on PyPI" in err
     assert not (tmp_path / ".github").exists()
-    code, _, err = run([*args, "--install", "hfrelease==0.1.0"], capsys)
+    code, _, err = cli([*args, "--install", "hfrelease==0.1.0"])
     assert code == ExitCode.CONFIG and "not published there" in err
     install = f"git+https://github.com/acme/hfrelease@{SHA}"
-    code, _, err = run([*args, "--install", install], capsys)
+    code, _, err = cli([*args, "--install", install])
     assert code == 0, err
     for name in ("ci.yml", "release.yml"):
         text = (tmp_path / ".github" / "workflows" / name).read_text()
@@ -373,7 +365,7 @@ def test_hub_template_without_switch(fixture_family: Path, local_hub: Any) -> No
     assert "ignores enable_thinking" in report.problems[0].message
 
 
-def test_unreachable_hub_is_said_plainly(fixture_family: Path) -> None:
+def test_unreachable_hub_is_said_plainly(fixture_family: Path, public_hub: None) -> None:
     """With the Hub out of reach (HF_HUB_OFFLINE, huggingface.co) nothing is a problem; a note says what was skipped."""
     report = run_preflight(load_manifest(fixture_family), cache_dir=None,
                            catalog=EMPTY.overlay(include_catalog(fixture_family / "tasks")))
