@@ -48,8 +48,9 @@ def build(out: Path | None, quant_python: Path | None, seed: int) -> None:
 def pin(manifest: Path, build_dir: Path | None) -> None:
     """Pin MANIFEST's Hub sources to the revisions `demo build` uploaded (a working copy's release.toml).
 
-    The maintainer's step after an upload ("pin the revision in release.toml"), for the demo's vendor repo:
-    each build has its own commit ids, so a working copy of model_cards/demo is pinned to this machine's.
+    The maintainer's step after an upload ("pin the revision in release.toml"), for each of the demo's vendor
+    repos (its reference and its draft): each build has its own commit ids, so a working copy of
+    model_cards/demo is pinned to this machine's.
     """
     from hfrelease.cli.output import err_console
     from hfrelease.demo.paths import default_build_dir

@@ -145,13 +145,16 @@ def build_demo_family(
 
 
 def _publish_vendor(out_dir: Path, *, say: Callable[[str], None]) -> None:
-    """The reference as the vendor's repo on the build's own Hub (see hfrelease.demo.vendor)."""
+    """The reference and the draft as vendor repos on the build's own Hub (see hfrelease.demo.vendor).
+
+    Run on every call, a finished build's too: that is how a build made before a repo became a vendor
+    repo gets it (an upload of files already there is skipped).
+    """
     from hfrelease.demo.vendor import HUB_DIR, publish_vendor_repos
 
     stamp = read_stamp(out_dir) or {}
     files = stamp.get("files")
-    pins = publish_vendor_repos(out_dir, reference=out_dir / REFERENCE,
-                                stamp_files=files if isinstance(files, dict) else {})
+    pins = publish_vendor_repos(out_dir, stamp_files=files if isinstance(files, dict) else {})
     for repo, revision in pins.items():
         say(f"vendor repo {repo} at {revision} on the built-in Hub in {out_dir / HUB_DIR}")
 

@@ -1,46 +1,74 @@
-"""The demo family's vendor repo: its reference published to a built-in Hub, and the pin that names it.
+"""The demo family's vendor repos: what exists before a release, published to a built-in Hub, and the pins.
 
-A maintainer's real release starts from a reference someone else published (the flagship pins
-`Nanbeige/Nanbeige4.2-3B` at a commit). The demo takes the same path: `hfrelease demo build` uploads the
-reference it trained to a built-in Hub kept in the build (`build/demo/hub/`, file-backed) as the vendor
-repo `hfrelease-demo/tiny-reference`, and records the commit in `build/demo/vendor.json`. The demo
-manifest sources the reference as `{ hub, revision }`; the quants the demo makes stay local `path`
-sources, so both kinds of source run in every demo and in CI.
+A maintainer's real release starts from repos that exist before it: the flagship pins the vendor's
+`Nanbeige/Nanbeige4.2-3B` at a commit, and publishes its EAGLE-3 draft from the draft's own repo, which
+holds the weights uploaded before the release. The demo takes the same path: `hfrelease demo build` uploads
+the reference it trained (`hfrelease-demo/tiny-reference`) and its draft model (`hfrelease-demo/tiny-draft`,
+a previous release's draft) to a built-in Hub kept in the build (`build/demo/hub/`, file-backed), and
+records each commit in `build/demo/vendor.json`. The demo manifest sources both as `{ hub, revision }`; the
+quants the demo makes (and the EAGLE-3 head) stay local `path` sources, so both kinds of source -- for
+served models and for drafts -- run in every demo and in CI.
 
 The revision is a commit id of *that* Hub: a commit id covers its date and a nonce, and a fresh machine
-trains slightly different bytes, so another build has another revision. The committed manifest holds
-the revision of the build its recorded results came from (`hfrelease check` needs only its shape); a
+trains slightly different bytes, so another build has other revisions. The committed manifest holds the
+revisions of the build its recorded results came from (`hfrelease check` needs only their shape); a
 working copy is pinned to this machine's build with `hfrelease demo pin` -- the maintainer's own step,
-"upload, then pin the revision in release.toml". A working copy left unpinned fails loudly when the
-reference is read (the Hub has no such commit), never silently.
+"upload, then pin the revision in release.toml". A working copy left unpinned fails loudly when a vendor
+repo is read (the Hub has no such commit), never silently.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from hfrelease.errors import ConfigError, ConfigProblem, EnvironmentProblem
 
-VENDOR_REPO = "hfrelease-demo/tiny-reference"
+REFERENCE_REPO = "hfrelease-demo/tiny-reference"
+DRAFT_REPO = "hfrelease-demo/tiny-draft"
+# Each vendor repo and the build directory (artifact id) it is uploaded from.
+VENDOR_REPOS: Mapping[str, str] = {REFERENCE_REPO: "reference", DRAFT_REPO: "draft"}
 HUB_DIR = "hub"
 PINS_FILE = "vendor.json"
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
-def publish_vendor_repos(out_dir: Path, *, reference: Path, stamp_files: dict[str, str]) -> dict[str, str]:
-    """Upload the reference to the build's Hub (`out_dir/hub`) unless already there; return {repo: revision}.
+def publish_vendor_repos(
+    out_dir: Path, *, stamp_files: Mapping[str, str], repos: Mapping[str, str] = VENDOR_REPOS
+) -> dict[str, str]:
+    """Upload each vendor repo (`repos`: repo -> build directory) to the build's Hub (`out_dir/hub`) unless
+    already there; return {repo: revision}.
 
-    `stamp_files` (the build stamp's sha256 per file) decides whether the recorded upload is still the
-    build's: the upload is skipped when `vendor.json` records the same reference files.
+    `stamp_files` (the build stamp's sha256 per file) decides whether a recorded upload is still the
+    build's: a repo is uploaded again only when its directory's files differ from those `vendor.json`
+    records for it (or it has no record: a build from before it was a vendor repo is upgraded in place).
+    Re-uploading identical files makes no commit, so a repo's revision only changes with its files.
     """
-    wanted = {path: sha for path, sha in stamp_files.items() if path.startswith(reference.name + "/")}
     recorded = _read(out_dir / PINS_FILE)
-    if recorded.get("files") == wanted and (out_dir / HUB_DIR).is_dir():
-        pins = recorded.get("pins")
-        if isinstance(pins, dict) and all(isinstance(v, str) and _SHA.match(v) for v in pins.values()):
-            return {str(k): str(v) for k, v in pins.items()}
+    listed = recorded.get("repos")
+    known = listed if isinstance(listed, dict) else {}
+    hub_there = (out_dir / HUB_DIR).is_dir()
+    entries: dict[str, dict[str, object]] = {}
+    todo: dict[str, dict[str, str]] = {}
+    for repo, directory in repos.items():
+        wanted = {path: sha for path, sha in stamp_files.items() if path.startswith(directory + "/")}
+        entry = known.get(repo)
+        if (hub_there and isinstance(entry, dict) and entry.get("files") == wanted
+                and _SHA.match(str(entry.get("revision", "")))):
+            entries[repo] = entry
+        else:
+            todo[repo] = wanted
+    if todo:
+        for repo, revision in _upload(out_dir, {repo: out_dir / repos[repo] for repo in todo}).items():
+            entries[repo] = {"revision": revision, "directory": repos[repo], "files": todo[repo]}
+        _write(out_dir / PINS_FILE, entries)
+    return {repo: str(entries[repo]["revision"]) for repo in repos}
+
+
+def _upload(out_dir: Path, folders: Mapping[str, Path]) -> dict[str, str]:
+    """Each folder as the head of its repo on the build's Hub (served for the upload); {repo: commit}."""
     from huggingface_hub import HfApi
 
     from hfrelease.hub import serve
@@ -49,24 +77,33 @@ def publish_vendor_repos(out_dir: Path, *, reference: Path, stamp_files: dict[st
 
     disable_xet()
     server = serve(out_dir / HUB_DIR)
+    revisions: dict[str, str] = {}
     try:
         assert server.token_file is not None  # serve() without tokens keeps its own
         api = HfApi(endpoint=server.url, token=server.token_file.read_text().strip())
         # The built-in Hub is on this machine: reachable with HF_HUB_OFFLINE=1 (nothing else is).
         with hub_access(server.url):
-            api.create_repo(VENDOR_REPO, exist_ok=True)
-            # Re-uploading identical files makes no commit: the revision stays what it was.
-            commit = api.upload_folder(repo_id=VENDOR_REPO, folder_path=reference,
-                                       commit_message="the vendor's reference (hfrelease demo build)")
-            revision = commit.oid
+            for repo, folder in folders.items():
+                api.create_repo(repo, exist_ok=True)
+                commit = api.upload_folder(repo_id=repo, folder_path=folder,
+                                           commit_message=f"the vendor's {folder.name} (hfrelease demo build)")
+                revisions[repo] = commit.oid
     finally:
         server.shutdown()
-    pins = {VENDOR_REPO: revision}
-    target = out_dir / PINS_FILE
+    return revisions
+
+
+def _write(target: Path, entries: Mapping[str, Mapping[str, object]]) -> None:
+    data: dict[str, object] = {"repos": dict(entries)}
+    reference = entries.get(REFERENCE_REPO)
+    if reference is not None:
+        # `pins` and `files` keep the layout of builds from before the draft was a vendor repo, naming the
+        # reference only: build/ outlives a checkout (branches and worktrees share it), and an older
+        # `hfrelease demo pin` refuses a pin its manifest has no Hub source for.
+        data.update(pins={REFERENCE_REPO: reference["revision"]}, files=reference["files"])
     tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"pins": pins, "files": wanted}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(target)
-    return pins
 
 
 def _read(path: Path) -> dict[str, object]:
@@ -79,14 +116,18 @@ def _read(path: Path) -> dict[str, object]:
 
 def read_pins(out_dir: Path) -> dict[str, str]:
     """The build's vendor repos and their revisions (`vendor.json`); EnvironmentProblem when there are none."""
-    pins = _read(out_dir / PINS_FILE).get("pins")
-    if not isinstance(pins, dict) or not pins:
-        raise EnvironmentProblem(f"{out_dir / PINS_FILE}: no vendor repo recorded",
-                            hint="Run `hfrelease demo build` (it publishes the vendor's reference).")
-    return {str(k): str(v) for k, v in pins.items()}
+    repos = _read(out_dir / PINS_FILE).get("repos")
+    pins = {str(repo): str(entry.get("revision")) for repo, entry in repos.items()
+            if isinstance(entry, dict)} if isinstance(repos, dict) else {}
+    if set(pins) != set(VENDOR_REPOS):
+        raise EnvironmentProblem(f"{out_dir / PINS_FILE}: the vendor repos {', '.join(sorted(VENDOR_REPOS))} "
+                                 "are not all recorded",
+                                 hint="Run `hfrelease demo build` (it publishes the vendor repos; a build made "
+                                      "before one of them was a vendor repo is upgraded in place).")
+    return pins
 
 
-def pin_manifest(manifest_file: Path, pins: dict[str, str]) -> list[str]:
+def pin_manifest(manifest_file: Path, pins: Mapping[str, str]) -> list[str]:
     """Rewrite each `source = { hub = "<repo>", revision = "..." }` of a pinned repo; return the lines changed.
 
     A text edit (comments and layout stay); every pinned repo must appear as a Hub source.

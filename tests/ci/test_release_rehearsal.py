@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tomllib
@@ -10,9 +11,11 @@ from pathlib import Path
 import pytest
 import tomli_w
 
+from hfrelease.demo.vendor import DRAFT_REPO, read_pins
 from hfrelease.ledger.store import Ledger
 from hfrelease.publish import LOCAL, open_hub
 from hfrelease.rehearsal import rehearse, write_release_workflow
+from hfrelease.sources import hub_content_hash
 
 pytestmark = pytest.mark.slow
 
@@ -75,7 +78,8 @@ def test_the_demo_family_is_released_through_its_workflow_file(repository: Path,
     env = {**os.environ, "GITHUB_STEP_SUMMARY": str(summary), "HFRELEASE_CACHE": str(tmp_path / "cache"),
            "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu"),
            "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache")}
-    # The jobs' Hub starts with the vendor's upload of the reference the manifest pins (see `demo_family`).
+    # The jobs' Hub starts with the vendor's uploads the manifest pins: the reference and the draft (see
+    # `demo_family`).
     shutil.copytree(ROOT / "build" / "demo" / "hub", work / "hub")
     report = rehearse(repository / "model_cards" / "demo", work_dir=work, hub=LOCAL, tag="v0.1", env=env)
     assert report.error is None, report.error.message if report.error else ""
@@ -100,8 +104,16 @@ def test_the_demo_family_is_released_through_its_workflow_file(repository: Path,
     merged = Ledger(jobs / "merge" / "model_cards" / "demo" / "results")
     assert sorted((r.artifact_id, r.subject_id) for r in merged.records(kind="gate")) == sorted(
         (a, g) for a in GATED for g in GATES)
-    # The draft's job measured it served with its target (speed records reach the merge job too).
-    assert any(r.draft_artifact_id == "draft" for r in merged.records(kind="speed"))
+    # The draft's job measured it served with its target (speed records reach the merge job too), from the
+    # snapshot of its vendor repo; the identity it recorded is the one the Hub states (LFS sha256), which the
+    # merge job, which downloads nothing, found the records by.
+    pins = read_pins(ROOT / "build" / "demo")
+    drafted = [r for r in merged.records(kind="speed") if r.draft_artifact_id == "draft"]
+    stated = hub_content_hash(DRAFT_REPO, pins[DRAFT_REPO])
+    assert drafted and stated.bytes_read == 0 and {r.draft_hash for r in drafted} == {stated.sha256}
+    for record in drafted:
+        config = json.loads(record.serve.argv[record.serve.argv.index("--speculative-config") + 1])
+        assert "models--hfrelease-demo--tiny-draft/snapshots/" + pins[DRAFT_REPO] in config["model"]
     # Nothing was written back into the repository: the jobs worked on their own copies.
     assert not list((repository / "model_cards" / "demo" / "results").iterdir())
 
@@ -119,6 +131,9 @@ def test_the_demo_family_is_released_through_its_workflow_file(repository: Path,
                 assert ".eval_results/mc.yaml" in card_files
             published = set(api.list_repo_files(repo, revision="v0.1"))
             assert card_files <= published, (repo, card_files - published)
+        # The vendor repos are published from themselves: each release commit sits on the pinned upload.
+        for repo, revision in pins.items():
+            assert revision in [c.commit_id for c in api.list_repo_commits(repo, revision="v0.1")][1:], repo
 
     text = summary.read_text()
     assert text.startswith("## Release demo v0.1: every job succeeded")

@@ -1,58 +1,187 @@
-"""The demo's vendor repo: the build uploads its reference to a built-in Hub, and a working copy is pinned to it."""
+"""The demo's vendor repos: the build uploads its reference and draft to a built-in Hub; a working copy is pinned."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomli_w
 
-from hfrelease.errors import ConfigError
+from hfrelease.errors import ConfigError, EnvironmentProblem
 from tests.conftest import ROOT
 
 
-def _reference(directory: Path) -> Path:
+def _checkpoint(directory: Path, seed: int) -> Path:
     directory.mkdir(parents=True)
-    (directory / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      " + bytes(range(256)))
+    (directory / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      " + bytes([seed]) * 256)
     (directory / "config.json").write_text('{"architectures": ["HfreleaseDemoForCausalLM"]}\n')
     return directory
 
 
-def test_build_uploads_the_reference_once_and_pins_a_working_copy(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The vendor repo holds the reference at the recorded commit; a re-run uploads nothing; `pin` writes it."""
-    from huggingface_hub import HfApi, constants
+@pytest.fixture
+def build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, str]]:
+    """A build directory with a reference and a draft checkpoint, and the stamp's sha256 per file."""
+    from huggingface_hub import constants
 
-    from hfrelease.demo.vendor import VENDOR_REPO, pin_manifest, publish_vendor_repos, read_pins
-    from hfrelease.hub import serve
-    from hfrelease.sources import hub_access
+    from hfrelease.speed.plan import file_sha256
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # as in CI: only a loopback Hub is reachable
     out = tmp_path / "build"
-    reference = _reference(out / "reference")
-    files = {"reference/model.safetensors": "a" * 64, "reference/config.json": "b" * 64, "draft/x": "c" * 64}
-    pins = publish_vendor_repos(out, reference=reference, stamp_files=files)
-    assert read_pins(out) == pins and set(pins) == {VENDOR_REPO}
-    assert publish_vendor_repos(out, reference=reference, stamp_files=files) == pins  # recorded: skipped
+    for index, name in enumerate(("reference", "draft", "fp8-dynamic")):
+        _checkpoint(out / name, index)
+    files = {p.relative_to(out).as_posix(): file_sha256(p) for p in sorted(out.rglob("*")) if p.is_file()}
+    return out, files
+
+
+@pytest.fixture
+def uploads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The repos each `publish_vendor_repos` call uploaded (one list per call that started the Hub)."""
+    from hfrelease.demo import vendor
+
+    calls: list[list[str]] = []
+    real = vendor._upload
+
+    def counted(out_dir: Path, folders: dict[str, Path]) -> dict[str, str]:
+        calls.append(sorted(folders))
+        return real(out_dir, folders)
+
+    monkeypatch.setattr(vendor, "_upload", counted)
+    return calls
+
+
+@pytest.fixture
+def served(build: tuple[Path, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The build's Hub served as huggingface_hub's endpoint (what HF_ENDPOINT sets), with a fresh cache."""
+    from huggingface_hub import constants
+
+    from hfrelease.hub import serve
+
+    server = serve(build[0] / "hub")
+    monkeypatch.setattr(constants, "ENDPOINT", server.url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                        server.url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    yield server.url
+    server.shutdown()
+
+
+def _family(tmp_path: Path, pins: dict[str, str], build: Path) -> Path:
+    """A copy of model_cards/demo pinned to `pins`, its paths and prompts pointed at `build` (no real build)."""
+    from hfrelease.demo.vendor import pin_manifest
+
+    family = tmp_path / "demo"
+    shutil.copytree(ROOT / "model_cards" / "demo", family, ignore=shutil.ignore_patterns("results", "*.egg-info"))
+    pin_manifest(family / "release.toml", pins)
+    data = tomllib.loads((family / "release.toml").read_text())
+    for artifact in data["artifact"]:
+        if "path" in artifact["source"]:
+            artifact["source"]["path"] = str(build / "fp8-dynamic")
+    prompts = tmp_path / "chat.jsonl"
+    prompts.write_text('{"prompt": "2+2?"}\n')
+    data["workload"] = [{**w, "prompts": str(prompts)} for w in data["workload"]]
+    (family / "release.toml").write_text(tomli_w.dumps(data))
+    return family
+
+
+def test_build_uploads_each_vendor_repo_once_and_pins_a_working_copy(
+    build: tuple[Path, dict[str, str]], uploads: list[list[str]], tmp_path: Path
+) -> None:
+    """Reference and draft are their own repos at the recorded commits; a re-run uploads nothing; `pin` writes both."""
+    from huggingface_hub import HfApi
+
+    from hfrelease.demo.vendor import DRAFT_REPO, REFERENCE_REPO, pin_manifest, publish_vendor_repos, read_pins
+    from hfrelease.hub import serve
+    from hfrelease.sources import hub_access
+
+    out, files = build
+    pins = publish_vendor_repos(out, stamp_files=files)
+    assert read_pins(out) == pins and set(pins) == {REFERENCE_REPO, DRAFT_REPO}
+    assert publish_vendor_repos(out, stamp_files=files) == pins
+    assert uploads == [[DRAFT_REPO, REFERENCE_REPO]]  # the second call found both recorded
 
     server = serve(out / "hub")
     try:
         with hub_access(server.url):
-            tree = HfApi(endpoint=server.url).list_repo_tree(VENDOR_REPO, revision=pins[VENDOR_REPO])
-            listed = {f.path for f in tree}
+            listed = {repo: {f.path for f in HfApi(endpoint=server.url).list_repo_tree(repo, revision=revision)}
+                      for repo, revision in pins.items()}
     finally:
         server.shutdown()
-    assert {"model.safetensors", "config.json", ".gitattributes"} <= listed
+    assert all({"model.safetensors", "config.json", ".gitattributes"} <= names for names in listed.values())
 
     family = tmp_path / "demo"
     shutil.copytree(ROOT / "model_cards" / "demo", family, ignore=shutil.ignore_patterns("results", "*.egg-info"))
-    (changed,) = pin_manifest(family / "release.toml", pins)
-    assert pins[VENDOR_REPO] in changed
+    changed = pin_manifest(family / "release.toml", pins)
+    assert len(changed) == 2 and all(any(revision in line for line in changed) for revision in pins.values())
     from hfrelease.manifest import load_manifest
 
-    source = load_manifest(family, check_files=False).reference.source
-    assert (source.hub, source.revision) == (VENDOR_REPO, pins[VENDOR_REPO])
+    manifest = load_manifest(family, check_files=False)
+    sources = {a.id: (a.source.hub, a.source.revision) for a in manifest.artifact if a.source.hub}
+    assert sources == {"reference": (REFERENCE_REPO, pins[REFERENCE_REPO]), "draft": (DRAFT_REPO, pins[DRAFT_REPO])}
+
+
+def test_a_build_with_only_the_reference_uploaded_is_upgraded_in_place(
+    build: tuple[Path, dict[str, str]], uploads: list[list[str]]
+) -> None:
+    """An older build's vendor.json (the reference only) gains the draft repo; the reference keeps its commit."""
+    from hfrelease.demo.vendor import DRAFT_REPO, PINS_FILE, REFERENCE_REPO, publish_vendor_repos, read_pins
+
+    out, files = build
+    (old,) = publish_vendor_repos(out, stamp_files=files, repos={REFERENCE_REPO: "reference"}).values()
+    reference_files = {p: s for p, s in files.items() if p.startswith("reference/")}
+    # What a build made before the draft was a vendor repo recorded.
+    (out / PINS_FILE).write_text(json.dumps({"pins": {REFERENCE_REPO: old}, "files": reference_files}))
+    with pytest.raises(EnvironmentProblem, match="not all recorded") as refused:
+        read_pins(out)
+    assert "hfrelease demo build" in (refused.value.hint or "")
+
+    pins = publish_vendor_repos(out, stamp_files=files)
+    assert pins[REFERENCE_REPO] == old  # re-uploading identical files makes no commit
+    assert read_pins(out) == pins and set(pins) == {REFERENCE_REPO, DRAFT_REPO}
+    publish_vendor_repos(out, stamp_files=files)
+    assert uploads == [[REFERENCE_REPO], [DRAFT_REPO, REFERENCE_REPO]]
+    # An older hfrelease reading the same build still finds the reference alone, as it expects.
+    recorded = json.loads((out / PINS_FILE).read_text())
+    assert recorded["pins"] == {REFERENCE_REPO: old} and recorded["files"] == reference_files
+
+    changed = {**files, "draft/model.safetensors": "0" * 64}
+    publish_vendor_repos(out, stamp_files=changed)
+    assert uploads[-1] == [DRAFT_REPO]  # only the repo whose files changed
+
+
+def test_a_hub_sourced_draft_is_identified_by_the_hubs_lfs_sha256_and_served_from_its_snapshot(
+    build: tuple[Path, dict[str, str]], served: str, tmp_path: Path
+) -> None:
+    """Unread, a Hub draft is identified by its LFS sha256; downloaded, by the same hash, served from the snapshot."""
+    from hfrelease.demo.vendor import DRAFT_REPO, publish_vendor_repos
+    from hfrelease.ledger.hashing import hash_artifact
+    from hfrelease.ledger.store import Ledger
+    from hfrelease.manifest import load_manifest
+    from hfrelease.speed.plan import plan_speed
+    from hfrelease.speed.runner import serve_command
+
+    out, files = build
+    family = _family(tmp_path, publish_vendor_repos(out, stamp_files=files), out)
+    manifest = load_manifest(family, check_files=False)
+    local = hash_artifact(out / "draft")
+
+    judged = plan_speed(manifest, ledger=Ledger(family / "results"), hash_cache=None, artifacts=["draft"],
+                        download=False)
+    drafted = [job for job in judged.servers if job.draft is not None and job.draft.id == "draft"]
+    assert drafted and all(job.draft_dir is None for job in drafted)
+    content = drafted[0].draft_content
+    assert content is not None and content.sha256 == local.sha256 and content.bytes_read == 0
+
+    measured = plan_speed(manifest, ledger=Ledger(family / "results"), hash_cache=None, artifacts=["draft"])
+    job = next(job for job in measured.servers if job.draft is not None and job.draft.id == "draft")
+    assert job.draft_dir is not None and job.draft_content is not None and job.draft_content.sha256 == local.sha256
+    assert job.draft_dir.parent.name == "snapshots" and DRAFT_REPO.replace("/", "--") in str(job.draft_dir)
+    argv = serve_command(measured, job, port=8000).argv
+    config = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert config["model"] == str(job.draft_dir) and "revision" not in config
 
 
 def test_pin_refuses_a_manifest_without_the_hub_source(tmp_path: Path) -> None:
@@ -66,12 +195,15 @@ def test_pin_refuses_a_manifest_without_the_hub_source(tmp_path: Path) -> None:
     assert manifest.read_text() == 'source = { path = "../../build/demo/reference" }\n'
 
 
-def test_demo_manifest_sources_the_reference_from_the_hub_and_the_quants_locally() -> None:
-    """Both kinds of source run in every demo: the reference pinned on the Hub, what the demo makes local."""
+def test_demo_manifest_sources_the_vendor_repos_from_the_hub_and_what_it_makes_locally() -> None:
+    """Both kinds of source run in every demo: reference and draft on the Hub, quants and the EAGLE-3 head local."""
+    from hfrelease.demo.vendor import VENDOR_REPOS
     from hfrelease.manifest import load_manifest
 
     manifest = load_manifest(ROOT / "model_cards" / "demo", check_files=False)
-    reference = manifest.reference
-    assert reference.source.hub == "hfrelease-demo/tiny-reference" and reference.source.revision
-    assert reference.source.hub == reference.repo  # published from its own repo, as the flagship's quants
-    assert all(a.source.path is not None for a in manifest.artifact if a.kind != "reference")
+    hub = {a.id: a for a in manifest.artifact if a.source.hub is not None}
+    assert {a.source.hub: a.id for a in hub.values()} == dict(VENDOR_REPOS)
+    # Published from their own repos, as the flagship's quants and EAGLE-3 head: the release adds the cards.
+    assert all(a.source.hub == a.repo and a.source.revision for a in hub.values())
+    local = [a for a in manifest.artifact if a.id not in hub]
+    assert all(a.source.path is not None for a in local) and any(a.kind == "draft" for a in local)

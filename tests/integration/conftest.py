@@ -45,7 +45,8 @@ def demo_build() -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def vendor_hub(demo_build: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The demo's vendor repo (its reference, uploaded by the build) on a built-in Hub: huggingface_hub's endpoint.
+    """The demo's vendor repos (its reference and draft, uploaded by the build) on a built-in Hub: huggingface_hub's
+    endpoint.
 
     A copy of build/demo/hub (one server owns a root), served for the session. `HF_ENDPOINT` is set for CLI
     subprocesses and huggingface_hub's constants for this process (it reads the variable once, at import);
@@ -83,7 +84,7 @@ def vendor_hub(demo_build: dict[str, Path], tmp_path_factory: pytest.TempPathFac
 def demo_family(tmp_path: Path, demo_build: dict[str, Path], vendor_hub: str) -> Path:
     """A copy of model_cards/demo with an empty ledger, whose relative paths still reach build/demo.
 
-    Its reference is the vendor's Hub repo, pinned to this machine's build (`hfrelease demo pin`).
+    Its reference and draft are the vendor's Hub repos, pinned to this machine's build (`hfrelease demo pin`).
     """
     from hfrelease.demo.vendor import pin_manifest, read_pins
 

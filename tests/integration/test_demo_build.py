@@ -182,21 +182,23 @@ def test_check_accepts_the_demo_manifest_once_pinned(
     revision (the maintainer's "upload, then pin" step); pinned to a commit the Hub lacks, check names it."""
     import shutil
 
-    from hfrelease.demo.vendor import read_pins
+    from hfrelease.demo.vendor import REFERENCE_REPO, read_pins
 
     copy = tmp_path / "model_cards" / "demo"
     shutil.copytree(ROOT / "model_cards" / "demo", copy, ignore=shutil.ignore_patterns("results", "build"))
     (tmp_path / "build").symlink_to(ROOT / "build")
     text = (copy / "release.toml").read_text()
-    [revision] = read_pins(family[0]).values()
+    pins = read_pins(family[0])
     stale = "0" * 40
-    (copy / "release.toml").write_text(text.replace(revision, stale) if revision in text else
-                                       re.sub(r'(revision\s*=\s*")[0-9a-f]{40}', rf"\g<1>{stale}", text))
+    # The reference's pin made stale: `check` names its place and the commit.
+    pattern = r'(hub\s*=\s*"' + re.escape(REFERENCE_REPO) + r'"\s*,\s*revision\s*=\s*")[0-9a-f]{40}'
+    (copy / "release.toml").write_text(re.sub(pattern, rf"\g<1>{stale}", text))
 
     code, _, err = cli(["check", str(copy)])
     assert code == ExitCode.CONFIG and "artifact[0].source.revision" in err and stale in err, err
 
     code, _, err = cli(["demo", "pin", str(copy)])
-    assert code == 0 and revision in (copy / "release.toml").read_text(), err
+    pinned = (copy / "release.toml").read_text()
+    assert code == 0 and all(revision in pinned for revision in pins.values()), err
     code, _, err = cli(["check", str(copy)])
     assert code == 0, err
