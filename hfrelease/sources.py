@@ -78,8 +78,12 @@ def cache_repo_dir(snapshot: Path) -> Path | None:
 
 
 def _hub_error(repo: str, revision: str, exc: Exception) -> ArtifactError:
+    from huggingface_hub import constants
+
     endpoint = hub_endpoint()
-    offline = "" if is_loopback(endpoint) else " (HF_HUB_OFFLINE=1 allows only what is in the local cache)"
+    # Offline mode is the usual reason nothing answers (CI, the demo): said only when it is what stopped us.
+    offline = (" (HF_HUB_OFFLINE=1 allows only what is in the local cache)"
+               if constants.HF_HUB_OFFLINE and not is_loopback(endpoint) else "")
     return ArtifactError(
         f"{repo}@{revision[:12]}: cannot read it from {endpoint}{offline}: {exc}",
         hint="Check the source's hub and revision in release.toml, HF_ENDPOINT and HF_TOKEN; "

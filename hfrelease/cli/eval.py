@@ -141,6 +141,7 @@ def _print_plan(plan: EvalPlan, *, as_json: bool) -> None:
             "serve": _display_with_port(command),
             "argv": argv,
             "plugin": command.plugin,
+            "unknown": job.unknown,
             "gates": [
                 {"gate": g.gate.id, "cached": not g.pending, "input_key": g.input_key or None,
                  "command": describe_gate(plan.manifest, g, base_url=base, model=job.artifact.repo, files=files)}
@@ -153,6 +154,8 @@ def _print_plan(plan: EvalPlan, *, as_json: bool) -> None:
     for server in servers:
         pending = [g for g in server["gates"] if not g["cached"]]
         out_console.print(f"[bold]{server['artifact']}[/] — {len(pending)} of {len(server['gates'])} gates to run")
+        if server["unknown"]:
+            _print_unknown(server["unknown"])
         if server["plugin"]:
             out_console.print(f"  pip install --no-deps --no-build-isolation {server['plugin']}", soft_wrap=True,
                               markup=False)
@@ -161,6 +164,15 @@ def _print_plan(plan: EvalPlan, *, as_json: bool) -> None:
         for gate in server["gates"]:
             mark = "recorded" if gate["cached"] else "run"
             out_console.print(f"    [{mark}] {gate['gate']}: {gate['command']}", soft_wrap=True, markup=False)
+
+
+def _print_unknown(why: str) -> None:
+    """Why a dry run could not look up recorded results (a Hub source the Hub did not identify): every one
+    is then shown to run, and the reason -- the endpoint, offline mode -- is what to fix to know better."""
+    from hfrelease.cli.output import out_console
+
+    out_console.print(f"  note: recorded results not looked up, the content is unknown: {why}", soft_wrap=True,
+                      markup=False)
 
 
 def _port_placeholder(argv: Sequence[str]) -> list[str]:
@@ -449,6 +461,7 @@ def _speed_plan_dict(plan: SpeedPlan, gate_servers: set[str] | frozenset[str] = 
         servers.append({"artifact": job.artifact.id, "speculative": job.spec_id,
                         "draft": job.draft.id if job.draft else None, "serve": _display_with_port(command),
                         "argv": _port_placeholder(command.argv), "plugin": job.public.plugin, "points": points,
+                        "unknown": job.unknown,
                         "on_gate_server": job.speculative is None and job.artifact.id in gate_servers})
     return {"family": plan.manifest.family.name, "pending": plan.pending, "servers": servers}
 
@@ -466,6 +479,8 @@ def _print_speed_plan(plan: SpeedPlan, *, as_json: bool, gate_servers: set[str] 
         pending = [p for p in server["points"] if not p["cached"]]
         out_console.print(f"[bold]speed: {server['artifact']} {escape('[' + server['speculative'] + ']')}[/] — "
                           f"{len(pending)} of {len(server['points'])} points to measure")
+        if server["unknown"]:
+            _print_unknown(server["unknown"])
         if server["plugin"] and pending:
             out_console.print(f"  pip install --no-deps --no-build-isolation {server['plugin']}", soft_wrap=True,
                               markup=False)

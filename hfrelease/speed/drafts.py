@@ -160,8 +160,8 @@ def judge_draft(manifest: Manifest, draft_id: str, *, ledger: Ledger, hash_cache
             record = find_point_record(job, point, ledger=ledger)
             where = f"{point.workload.id} c{point.concurrency} [{job.spec_id}] on {job.artifact.id}"
             if record is None:
-                why = ("its content could not be identified" if job.content is None or
-                       (job.draft is not None and job.draft_content is None) else
+                why = (f"its content could not be identified ({job.unknown})"
+                       if job.content is None or (job.draft is not None and job.draft_content is None) else
                        "no speed record for the current inputs (its eval job failed or did not run)")
                 problems.append(DraftProblem(draft_id=draft_id, check=where, kind="missing",
                                              text=f"{draft_id}: {where}: {why}"))

@@ -61,6 +61,7 @@ class SpeedServerJob:
     draft_content: ContentHash | None
     public: ServeCommand  # the form a card prints (repo ids, no host/port)
     points: tuple[PointJob, ...]
+    unknown: str | None = None  # why the artifact's or draft's content is None (a Hub that could not say)
 
     @property
     def spec_id(self) -> str:
@@ -176,6 +177,7 @@ def plan_speed(
                 for concurrency in workload.concurrency:
                     wanted.setdefault((artifact_id, spec_id), []).append((workload, concurrency))
     contents: dict[str, tuple[Path | None, ContentHash | None]] = {}
+    unknown: dict[str, str] = {}
 
     def content_of(artifact: Artifact) -> tuple[Path | None, ContentHash | None]:
         if artifact.id not in contents:
@@ -184,10 +186,11 @@ def plan_speed(
             try:
                 contents[artifact.id] = artifact_content(manifest, artifact, download=download, cache=hash_cache,
                                                          hasher=hasher)
-            except ArtifactError:
+            except ArtifactError as exc:
                 if download or artifact.source.hub is None:
                     raise
                 contents[artifact.id] = (None, None)
+                unknown[artifact.id] = exc.message
         return contents[artifact.id]
 
     prompt_hashes: dict[str, tuple[str, int]] = {}
@@ -217,9 +220,10 @@ def plan_speed(
             points.append(PointJob(workload=workload, concurrency=concurrency,
                                    num_prompts=workload.num_prompts or available, prompts_sha256=prompts_sha,
                                    input_key=key, recorded=recorded))
+        why = [unknown[a.id] for a in (artifact, draft) if a is not None and a.id in unknown]
         servers.append(SpeedServerJob(artifact=artifact, model_dir=model_dir, content=content, speculative=spec,
                                       draft=draft, draft_dir=draft_dir, draft_content=draft_content, public=public,
-                                      points=tuple(points)))
+                                      points=tuple(points), unknown="; ".join(why) or None))
     # Servers of one artifact next to each other: the order a person would run them in.
     order = {a.id: i for i, a in enumerate(manifest.artifact)}
     servers.sort(key=lambda s: (order[s.artifact.id], s.spec_id != NONE))

@@ -387,3 +387,32 @@ def test_printed_serve_line_parses_as_the_started_one(
             assert Path(spec_theirs.pop("model")).name == job.draft.source.revision
         assert spec_ours == spec_theirs
         assert ours == theirs
+
+
+def test_dry_run_says_why_a_hub_source_is_not_identified(repo_root: Path, capsys: pytest.CaptureFixture[str],
+                                                         public_hub: None) -> None:
+    """Offline, each Hub-pinned server in a dry run names the endpoint and offline mode as why nothing is looked up."""
+    family = str(repo_root / "model_cards" / "nanbeige4.2-3b")
+    data = _dry_run(["--speed", family], capsys)
+    for server in [*data["servers"], *data["speed"]["servers"]]:
+        assert "https://huggingface.co" in server["unknown"] and "HF_HUB_OFFLINE=1" in server["unknown"], server
+    with pytest.raises(SystemExit):
+        main(["eval", "--dry-run", "--speed", family])
+    notes = [line for line in capsys.readouterr().out.splitlines() if "note:" in line]
+    assert len(notes) == len(data["servers"]) + len(data["speed"]["servers"])
+    assert all("recorded results not looked up" in n and "cannot read it from https://huggingface.co" in n
+               for n in notes)
+
+
+def test_hub_error_blames_offline_mode_only_when_it_is_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unreadable Hub source names its endpoint; offline mode is named only when it is what is on."""
+    from huggingface_hub import constants
+
+    from hfrelease.sources import _hub_error
+
+    monkeypatch.setattr(constants, "ENDPOINT", "https://hub.example.org")
+    for offline in (True, False):
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)
+        message = _hub_error("o/n", "a" * 40, OSError("no route")).message
+        assert "cannot read it from https://hub.example.org" in message and "no route" in message
+        assert ("HF_HUB_OFFLINE=1" in message) is offline
