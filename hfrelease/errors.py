@@ -28,11 +28,17 @@ class ExitCode(IntEnum):
 
 
 class HfreleaseError(Exception):
-    """Base of every error hfrelease reports to a user; never shown with a traceback unless debugging."""
+    """Base of every error hfrelease reports to a user; never shown with a traceback unless debugging.
 
-    exit_code: ExitCode = ExitCode.INTERNAL
+    It has no exit code of its own: each subclass names its class of failure, so a user's mistake or a
+    failing server can never be reported as exit 1, which is kept for bugs (anything not an HfreleaseError).
+    """
+
+    exit_code: ExitCode
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
+        if not hasattr(self, "exit_code"):
+            raise TypeError(f"{type(self).__name__} has no exit code: raise a subclass of HfreleaseError")
         super().__init__(message)
         self.message = message
         self.hint = hint
@@ -70,6 +76,12 @@ class ConfigError(HfreleaseError):
         )
 
 
+class UsageError(HfreleaseError):
+    """The command asks for something that cannot be done as asked (an unknown id, a file it would overwrite)."""
+
+    exit_code = ExitCode.USAGE
+
+
 class GateFailedError(HfreleaseError):
     exit_code = ExitCode.GATE_FAILED
 
@@ -84,6 +96,18 @@ class MeasurementError(HfreleaseError):
 
 class PublishError(HfreleaseError):
     exit_code = ExitCode.PUBLISH_FAILED
+
+
+class HubError(PublishError):
+    """A Hub request failed or was refused (401/403, 429 or 5xx after retries, no answer): exit 7 like a publish.
+
+    Built from the client's error by `hfrelease.hub_errors`, naming the endpoint and what to do next.
+    `status` is the HTTP status the Hub answered (None: no answer came).
+    """
+
+    def __init__(self, message: str, *, hint: str | None = None, status: int | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
 
 
 class EnvironmentProblem(HfreleaseError):

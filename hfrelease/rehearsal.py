@@ -25,7 +25,7 @@ from pathlib import Path
 from hfrelease.actions.runner import JobResult, RunEvents, RunResult, RunSettings, run_workflow
 from hfrelease.actions.workflow import Workflow, load_workflow
 from hfrelease.ci import CiEnvironment, append_summary, markdown_table
-from hfrelease.errors import ConfigError, ConfigProblem, ExitCode, HfreleaseError, PublishError
+from hfrelease.errors import ConfigError, ConfigProblem, ExitCode, HfreleaseError, PublishError, UsageError
 from hfrelease.ledger.hashing import HashCache
 from hfrelease.manifest import Manifest, find_manifest, load_manifest
 from hfrelease.publish import LOCAL, PublishReport, open_hub, publish_family, resolve_token
@@ -40,8 +40,8 @@ class ReleaseStoppedError(HfreleaseError):
     """A job of the workflow failed; the exit code is that of the first failing step when it is one of ours."""
 
     def __init__(self, message: str, *, exit_code: ExitCode, hint: str | None = None) -> None:
+        self.exit_code = exit_code  # first: HfreleaseError refuses an error without one
         super().__init__(message, hint=hint)
-        self.exit_code = exit_code
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -249,7 +249,7 @@ def write_release_workflow(manifest_file: Path, *, root: Path, force: bool = Fal
     text = render_workflows(load_manifest(manifest_file, check_files=False), spec)["workflows/release.yml"]
     path = root / WORKFLOW
     if path.exists() and not force and path.read_text(encoding="utf-8") != text:
-        raise HfreleaseError(f"{path} already exists and differs", hint="Pass --force to overwrite it.")
+        raise UsageError(f"{path} already exists and differs", hint="Pass --force to overwrite it.")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hfrelease.errors import ConfigError, ConfigProblem, HfreleaseError
+from hfrelease.errors import ConfigError, ConfigProblem, UsageError
 from hfrelease.manifest import MANIFEST_NAME, load_manifest
 from hfrelease.manifest.model import repo_id_problem
 from hfrelease.resources import templates_dir
@@ -135,7 +135,7 @@ def scaffold_family(
         raise ConfigError("hfrelease init", problems)
     manifest = directory / MANIFEST_NAME
     if manifest.exists() and not force:
-        raise HfreleaseError(f"{manifest} already exists", hint="Pass --force to overwrite it.")
+        raise UsageError(f"{manifest} already exists", hint="Pass --force to overwrite it.")
     if github is not None and not force:
         refuse_existing(root)  # before anything is written
     text = render_manifest(spec)

@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
-from hfrelease.errors import ConfigError, ConfigProblem, HfreleaseError
+from hfrelease.errors import ConfigError, ConfigProblem, UsageError
 from hfrelease.manifest import Manifest
 from hfrelease.resources import templates_dir
 
@@ -116,8 +116,8 @@ def refuse_existing(root: Path) -> None:
     """Raise when `root` already has a file that `write_workflows` would overwrite."""
     existing = [p for p in (root / ".github" / name for name in GITHUB_FILES) if p.exists()]
     if existing:
-        raise HfreleaseError(f"{', '.join(map(str, existing))} already exist{'s' if len(existing) == 1 else ''}",
-                             hint="Pass --force to overwrite, or move them aside and merge by hand.")
+        raise UsageError(f"{', '.join(map(str, existing))} already exist{'s' if len(existing) == 1 else ''}",
+                         hint="Pass --force to overwrite, or move them aside and merge by hand.")
 
 
 def write_workflows(

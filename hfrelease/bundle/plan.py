@@ -30,7 +30,7 @@ from pathlib import Path
 from hfrelease.bundle import rules
 from hfrelease.bundle.manifest_file import MANIFEST_NAME, ManifestEntry, render_manifest
 from hfrelease.bundle.plugin_check import PluginChecker, PluginReport, check_plugin
-from hfrelease.errors import ExitCode, HfreleaseError
+from hfrelease.errors import ExitCode, HfreleaseError, UsageError
 from hfrelease.ledger.hashing import FileHash, HashCache, hash_files
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Artifact, Manifest
@@ -180,7 +180,7 @@ def bundle_family(
     chosen = [a for a in manifest.artifact if a.publish and (not artifacts or a.id in artifacts)]
     unknown = set(artifacts) - {a.id for a in manifest.artifact}
     if unknown:
-        raise HfreleaseError(f"no artifact {', '.join(sorted(unknown))} in the manifest", hint="See `hfrelease check`.")
+        raise UsageError(f"no artifact {', '.join(sorted(unknown))} in the manifest", hint="See `hfrelease check`.")
     read_before = cache.bytes_read if cache is not None else 0
     plugins: dict[Path, PluginReport] = {}
     gathered: list[tuple[Artifact, _Candidates, Path | None]] = []

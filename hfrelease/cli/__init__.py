@@ -37,7 +37,7 @@ def cli(ctx: click.Context, verbose: int) -> None:
     hfrelease init      scaffold a new family directory
 
     Exit codes: 0 ok, 2 usage, 3 bad manifest, 4 gate failed, 5 server failed, 6 measurement void,
-    7 publish failed, 8 stage not built yet, 9 environment missing, 130 interrupted.
+    7 Hub request or publish failed, 8 stage not built yet, 9 environment missing, 130 interrupted.
     """
     ctx.ensure_object(dict)
     ctx.obj["verbose"] = verbose
@@ -86,6 +86,13 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # a bug: say so plainly, keep the traceback for HFRELEASE_DEBUG=1
         if debug:
             raise
+        from hfrelease.hub_errors import hub_failure
+
+        # A Hub request no command wrapped (a read in `verify`, a download in `eval`) is still the Hub's
+        # failure, exit 7, not a bug in hfrelease.
+        if (failure := hub_failure(exc)) is not None:
+            print_error(failure.message, hint=failure.hint)
+            sys.exit(int(failure.exit_code))
         print_error(
             f"internal error: {type(exc).__name__}: {exc}",
             hint=f"This is a bug in hfrelease. Re-run with {DEBUG_VARIABLE}=1 for the traceback and report it.",

@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Literal
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
-from hfrelease.errors import HfreleaseError, PublishError
+from hfrelease.errors import PublishError
+from hfrelease.hub_errors import SCOPE_HINT, describe, is_auth_failure
 from hfrelease.publish.events import OnEvent, StepDone, StepStarted
+from hfrelease.publish.remote import head_commit
 from hfrelease.publish.staging import Staged, StaleParentError, commit_bundle, staging_branch
 from hfrelease.publish.verify import verify_revision
 from hfrelease.redact import redact
@@ -88,16 +90,20 @@ def promote_and_tag(
             _tag(api, r.repo, plan.tag, commit)
             states[r.repo] = f"released: main at {commit[:12]}, tagged {plan.tag}"
         except Exception as error:
+            # What each repo holds is read back from the Hub, not taken from what this run believes: a lost
+            # reply (a tag or commit the Hub made, its answer never received) must not be reported as undone.
+            states = read_back_states(api, plan.tag, todo, staged, believed=states)
             states[r.repo] = f"FAILED HERE, {states[r.repo]}"
             lines = "\n".join(f"  - {repo}: {state}" for repo, state in states.items())
-            message = error.message if isinstance(error, HfreleaseError) else f"{type(error).__name__}: {error}"
+            message = describe(error)
             if isinstance(error, StaleParentError):
                 # A concurrent change: re-running plans against it, so the same command still resumes.
                 raise StaleParentError(f"{redact(message)}\nstate of each repo:\n{lines}", hint=error.hint) from error
+            done = "Released repos stay as they are; the others are still staged and verified."
             raise PublishError(
                 f"publishing {r.repo} failed after every repo was staged: {redact(message)}\n"
-                f"state of each repo:\n{lines}",
-                hint=resume_hint("Released repos stay as they are; the others are still staged and verified.", resume),
+                f"state of each repo (read back from the Hub):\n{lines}",
+                hint=(SCOPE_HINT + " " if is_auth_failure(error) else "") + resume_hint(done, resume),
             ) from error
         emit(StepDone(repo=r.repo, step="tag", commit=commit, detail=plan.tag))
         say(f"{r.repo}: {plan.tag} -> {commit[:12]} ({status})")
@@ -109,6 +115,33 @@ def promote_and_tag(
         for number in sorted({n for n in (r.open_pr, used.pr_num if used else None) if n is not None}):
             close_pull_request(api, r.repo, number, tag=plan.tag, commit=commit, say=say)
     return outcomes
+
+
+def read_back_states(
+    api: HfApi, tag: str, todo: Sequence[RepoPlan], staged: Mapping[str, Staged], *, believed: Mapping[str, str]
+) -> dict[str, str]:
+    """Each repo's state as the Hub holds it now: where main is and whether `tag` is on it.
+
+    A repo the Hub cannot be read for keeps what this run believes, marked as such.
+    """
+    states: dict[str, str] = {}
+    for r in todo:
+        try:
+            main = head_commit(api, r.repo, "main")
+            tagged = {t.name: t.target_commit for t in api.list_repo_refs(r.repo).tags}.get(tag)
+        except Exception:  # the report must still be made; the belief is marked as unconfirmed
+            states[r.repo] = f"{believed[r.repo]} (as last known: the Hub could not be read back)"
+            continue
+        before = r.main.commit if r.main else None
+        if tagged is not None:
+            where = f"main at {main[:12]}" if main else "main unreadable"
+            at = "" if tagged == main else f" at {tagged[:12]}"
+            states[r.repo] = f"released: {where}, tagged {tag}{at}"
+        elif main is not None and main != before:
+            states[r.repo] = f"main committed at {main[:12]}, not tagged yet"
+        else:
+            states[r.repo] = _staged_state(r, staged.get(r.repo))
+    return states
 
 
 def _staged_state(r: RepoPlan, staged: Staged | None) -> str:
@@ -145,18 +178,27 @@ def close_pull_request(
 
 
 def _tag(api: HfApi, repo: str, tag: str, commit: str) -> None:
-    """Tag `commit`; an existing tag at the same commit is fine (huggingface_hub's exist_ok does not check)."""
+    """Tag `commit`, safe against a lost answer; an existing tag at the same commit is fine.
+
+    When the request fails, the tags are read back and decide: the Hub may have made the tag and the
+    answer been lost (a dropped connection, a 5xx after the write), or a concurrent run of this release
+    made it first (409; huggingface_hub's exist_ok does not check where an existing tag points).
+    """
     try:
         api.create_tag(repo, tag=tag, revision=commit, tag_message=f"hfrelease {tag}")
-    except HfHubHTTPError as error:
-        if error.response is None or error.response.status_code != 409:
-            raise
-        current = {t.name: t.target_commit for t in api.list_repo_refs(repo).tags}.get(tag)
-        if current != commit:
+    except Exception as error:
+        try:
+            current = {t.name: t.target_commit for t in api.list_repo_refs(repo).tags}.get(tag)
+        except Exception:  # unreadable: the tag request's own failure is what to report
+            raise error from None
+        if current == commit:
+            return
+        if current is not None:
             raise PublishError(
                 f"{repo}: tag {tag} was created at {current} by someone else while publishing (expected {commit})",
                 hint="Check the repo's tags on the Hub; a release tag must point at the release commit.",
             ) from error
+        raise
 
 
 def _delete_branch(api: HfApi, repo: str, branch: str) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -31,7 +31,8 @@ from typing import Literal
 from huggingface_hub import HfApi
 
 from hfrelease.bundle import FamilyBundle, RepoBundle
-from hfrelease.errors import HfreleaseError, PublishError
+from hfrelease.errors import HubError, PublishError
+from hfrelease.hub_errors import SCOPE_HINT, describe, hub_errors, is_auth_failure
 from hfrelease.publish import events
 from hfrelease.publish.events import BytesSent, OnEvent, RepoPlanned, StepDone, StepStarted
 from hfrelease.publish.promote import RepoOutcome, promote_and_tag, resume_hint, tidy_released
@@ -139,8 +140,11 @@ def _card_diff(api: HfApi, bundle: RepoBundle, main: RemoteRevision | None) -> s
 
 def plan_release(bundle: FamilyBundle, api: HfApi) -> ReleasePlan:
     """Read the Hub and diff every repo against the bundle; writes nothing."""
-    repos = tuple(plan_repo(api, repo, tag=bundle.tag, family=bundle.family) for repo in bundle.repos)
-    return ReleasePlan(bundle=bundle, endpoint=api.endpoint, repos=repos)
+    repos = []
+    for repo in bundle.repos:
+        with hub_errors(f"planning {bundle.tag}: reading {repo.repo} (nothing was changed)"):
+            repos.append(plan_repo(api, repo, tag=bundle.tag, family=bundle.family))
+    return ReleasePlan(bundle=bundle, endpoint=api.endpoint, repos=tuple(repos))
 
 
 def check_tags(plan: ReleasePlan) -> None:
@@ -213,9 +217,12 @@ def execute_release(
         # What an earlier, interrupted or `--pr` run left behind on repos that are already released.
         tidy_released(plan.tag, api, finished, say=say)
     if not todo:
+        # A run that committed and tagged every repo may have failed making the collection: this finishes it.
+        _add_to_collection(plan, api, say, done, resume=resume)
         return ReleaseOutcome(tag=plan.tag, status="already-published", repos=tuple(done),
                               message=f"{plan.tag} is already published: nothing to do")  # fmt: skip
-    todo = [_ensure_repo(api, r, private=plan.bundle.private) for r in todo]
+    with hub_errors(f"creating the missing repos of {plan.tag} (no main or tag was changed)"):
+        todo = [_ensure_repo(api, r, private=plan.bundle.private) for r in todo]
     staged = _stage_all(plan, api, todo, pr=pr, run=run, say=say, emit=emit, resume=resume)
     if pr:
         outcomes = [
@@ -227,10 +234,11 @@ def execute_release(
                               message=f"{plan.tag} staged for review; run without --pr to publish")  # fmt: skip
     # Repos a concurrent run of the same release has already committed are only tagged (if it has not yet):
     # carrying on, rather than stopping, is what guarantees the release completes if that run dies.
-    concurrent = _check_mains(plan, api, todo)
+    with hub_errors(f"re-reading each main before promoting {plan.tag} (no main or tag was changed)"):
+        concurrent = _check_mains(plan, api, todo)
     outcomes = promote_and_tag(plan, api, todo, staged, run=run, say=say, emit=emit, concurrent=concurrent,
                                resume=resume)  # fmt: skip
-    _add_to_collection(plan, api, say)
+    _add_to_collection(plan, api, say, [*done, *outcomes], resume=resume)
     ours = [o.repo for o in outcomes if o.status in ("published", "tagged")]
     theirs = [o.repo for o in outcomes if o.status == "already-published"]
     overall: Literal["published", "already-published"] = "published" if ours else "already-published"
@@ -293,10 +301,10 @@ def _stage_all(
             verify_revision(api, r.bundle, result.commit)
             emit(StepDone(repo=r.repo, step="verify", commit=result.commit, detail="verified"))
         except Exception as error:
-            message = error.message if isinstance(error, HfreleaseError) else f"{type(error).__name__}: {error}"
             raise PublishError(
-                f"staging {r.repo} failed: {redact(message)}",
-                hint=resume_hint("No repo's main branch or tags were changed.", resume),
+                f"staging {r.repo} failed: {redact(describe(error))}",
+                hint=(SCOPE_HINT + " " if is_auth_failure(error) else "")
+                + resume_hint("No repo's main branch or tags were changed.", resume),
             ) from error
         staged[r.repo] = result
         say(f"staged {r.repo} at {result.ref} ({result.commit[:12]}), verified")
@@ -326,12 +334,34 @@ def _check_mains(plan: ReleasePlan, api: HfApi, todo: list[RepoPlan]) -> dict[st
     return released_elsewhere
 
 
-def _add_to_collection(plan: ReleasePlan, api: HfApi, say: Echo) -> None:
+class CollectionError(HubError):
+    """Every repo is released, but the collection could not be made or filled: the release stands, exit 7."""
+
+
+def _add_to_collection(
+    plan: ReleasePlan, api: HfApi, say: Echo, released: Sequence[RepoOutcome], *, resume: str
+) -> None:
+    """Add every repo to the family's collection (made if missing); idempotent, so a re-run repairs it."""
     title = plan.bundle.collection
     if not title:
         return
-    collection = api.create_collection(title, namespace=plan.bundle.owner, exists_ok=True,
-                                       private=plan.bundle.private)  # fmt: skip
-    for r in plan.repos:
-        api.add_collection_item(collection.slug, item_id=r.repo, item_type="model", exists_ok=True)
+    try:
+        with hub_errors(f"adding the repos to the collection {title!r}"):
+            collection = api.create_collection(title, namespace=plan.bundle.owner, exists_ok=True,
+                                               private=plan.bundle.private)  # fmt: skip
+            for r in plan.repos:
+                api.add_collection_item(collection.slug, item_id=r.repo, item_type="model", exists_ok=True)
+    except HubError as error:
+        # The repos are committed and tagged: that cannot be undone, nor should it be. The collection is the
+        # one step left, and the next run (which finds every repo released) makes it.
+        where = ", ".join(f"{o.repo} at {o.commit[:12]}" if o.commit else o.repo for o in released)
+        again = resume if resume.startswith("the ") else f"`{resume}`"
+        raise CollectionError(
+            f"{plan.tag} is published (every repo committed and tagged: {where}), but {error.message}",
+            hint=(SCOPE_HINT + " " if error.status in (401, 403) else "")
+            + f"The release itself is complete and stays as it is. Re-run {again} to make the collection and "
+            "add the repos (released repos are left alone); if this Hub has no collections, remove `collection` "
+            "from [publish] in release.toml.",
+            status=error.status,
+        ) from error
     say(f"collection {collection.slug}: {len(plan.repos)} repos")

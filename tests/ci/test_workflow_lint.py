@@ -69,7 +69,7 @@ def test_init_github_refuses_to_overwrite_workflows(initialised: Path, capsys: p
             "--owner", "acme", "--github", "--install", INSTALL]
     with pytest.raises(SystemExit) as exit_info:
         main(args)
-    assert exit_info.value.code == 1
+    assert exit_info.value.code == 2  # a usage mistake, never "a bug" (exit 1)
     assert "already exist" in capsys.readouterr().err
     assert release.read_text() == "# mine\n"
     assert not (initialised / "model_cards" / "other").exists()

@@ -107,7 +107,7 @@ def test_init_refuses_to_overwrite(tmp_path: Path, cli: CliRun) -> None:
     assert cli(args)[0] == 0
     (tmp_path / "release.toml").write_text("# mine\n")
     code, _, err = cli(args)
-    assert code == ExitCode.INTERNAL
+    assert code == ExitCode.USAGE  # a user mistake, never "a bug"
     assert "already exists" in err and "--force" in err
     assert (tmp_path / "release.toml").read_text() == "# mine\n"
     assert cli([*args, "--force"])[0] == 0

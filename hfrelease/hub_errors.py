@@ -1,0 +1,123 @@
+"""What a failed Hub request means to the user: one `HubError` (exit 7) naming the request and what to do.
+
+huggingface_hub raises `HfHubHTTPError` for an HTTP error status (after its own retries of 429/5xx on the
+requests it may repeat) and httpx2's `TransportError` when no answer came at all. Neither is a bug in
+hfrelease, so neither may reach the CLI's "internal error" (exit 1): the publish steps wrap their Hub calls
+with `hub_errors(...)`, which says what was being done, and the CLI classifies whatever else escapes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from hfrelease.errors import HfreleaseError, HubError
+from hfrelease.redact import redact
+
+SCOPE_HINT = (
+    "The Hub refused the token: check the token's scope. Publishing needs write access to every repo of the "
+    "family (and to the namespace, to create a repo or the collection); reading a private or gated source needs "
+    "read access to it. The token is HF_TOKEN, else the one `hf auth login` stored."
+)
+
+
+def hub_failure(error: BaseException, *, doing: str | None = None) -> HubError | None:
+    """The `HubError` that `error` stands for, or None when it is not a Hub client's error."""
+    # Without huggingface_hub imported, no error can come from it (and classifying must not import it).
+    if "huggingface_hub" not in sys.modules:
+        return None
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError
+
+    prefix = f"{doing}: " if doing else ""
+    if isinstance(error, HfHubHTTPError) and error.response is not None:
+        return _http_failure(error, error.response, prefix)
+    if isinstance(error, httpx2.TransportError):
+        where = _origin(str(error.request.url)) if _has_request(error) else "the Hub"
+        return HubError(
+            f"{prefix}no answer from {where}: {type(error).__name__}: {redact(str(error)) or 'connection lost'}",
+            hint="Check the network and the Hub's address (HF_ENDPOINT, --hub, [publish].endpoint), then run the "
+            "same command again (a publish resumes where it stopped).",
+        )
+    return None
+
+
+def _http_failure(error: BaseException, response: Any, prefix: str) -> HubError:
+    status = response.status_code
+    request = f"{response.request.method} {response.request.url}"
+    said = _server_message(error)
+    reason = f"HTTP {status} {response.reason_phrase}".rstrip()
+    if status in (401, 403):
+        return HubError(f"{prefix}{reason} from {request}{said}", hint=SCOPE_HINT, status=status)
+    if status == 429:
+        return HubError(
+            f"{prefix}the Hub kept answering {reason} to {request}{said}",
+            hint="The Hub is limiting the rate of this token or address: wait a few minutes, then run the same "
+            "command again (a publish resumes where it stopped).",
+            status=status,
+        )
+    if status >= 500:
+        return HubError(
+            f"{prefix}the Hub answered {reason} to {request}{said}",
+            hint=f"The Hub at {_origin(str(response.request.url))} is failing: run the same command again "
+            "later (a publish resumes where it stopped).",
+            status=status,
+        )
+    return HubError(f"{prefix}the Hub refused {request}: {reason}{said}",
+                    hint="The Hub's message above says why; nothing else was changed by this request.",
+                    status=status)  # fmt: skip
+
+
+@contextlib.contextmanager
+def hub_errors(doing: str) -> Iterator[None]:
+    """Turn a Hub client's error raised in the block into a `HubError` that says it happened while `doing`."""
+    try:
+        yield
+    except HfreleaseError:
+        raise
+    except Exception as error:
+        failure = hub_failure(error, doing=doing)
+        if failure is None:
+            raise
+        raise failure from error
+
+
+def describe(error: BaseException) -> str:
+    """One line for an error inside a longer message: the Hub's status and request when it is a Hub error."""
+    if isinstance(error, HfreleaseError):
+        return error.message
+    failure = hub_failure(error)
+    if failure is not None:
+        return failure.message
+    return redact(f"{type(error).__name__}: {error}")
+
+
+def is_auth_failure(error: BaseException) -> bool:
+    """A 401/403 from the Hub, directly or as the cause of another error."""
+    seen: BaseException | None = error
+    while seen is not None:
+        failure = seen if isinstance(seen, HubError) else hub_failure(seen)
+        if failure is not None:
+            return failure.status in (401, 403)
+        seen = seen.__cause__
+    return False
+
+
+def _server_message(error: BaseException) -> str:
+    message = getattr(error, "server_message", None)
+    return f" ({redact(' '.join(str(message).split()))})" if message else ""
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
+
+
+def _has_request(error: BaseException) -> bool:
+    try:
+        return getattr(error, "request", None) is not None
+    except RuntimeError:  # httpx raises RuntimeError when an error was made without a request
+        return False
