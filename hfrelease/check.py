@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hfrelease.errors import ConfigProblem
 from hfrelease.manifest import MANIFEST_NAME, Manifest
 
 
@@ -29,3 +30,17 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
         "speculative": [s.id for s in manifest.speculative],
         "workloads": [w.id for w in manifest.workload],
     }
+
+
+def tree_problems(manifest: Manifest) -> list[ConfigProblem]:
+    """Every file the release would ship or quote that the allowlist refuses, found before anything runs.
+
+    The same gathering `hfrelease bundle` does (declared files, checkpoints, rendered cards, the ledger, the
+    plugin; Hub sources are left to the bundle), and the sections a render would quote.
+    """
+    from hfrelease.bundle import file_problems
+    from hfrelease.cards.inputs import section_problems
+
+    problems = file_problems(manifest)
+    problems += [ConfigProblem(location=path, message=message) for path, message in section_problems(manifest)]
+    return problems

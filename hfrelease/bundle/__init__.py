@@ -1,8 +1,9 @@
 """Bundle: the files each repo of a release will hold, with a MANIFEST of their sha256 and size (see `plan.py`)."""
 
+from hfrelease.bundle.gather import Refusal, file_problems
 from hfrelease.bundle.manifest_file import MANIFEST_NAME, ManifestEntry, parse_manifest, render_manifest
 from hfrelease.bundle.output import write_bundle
-from hfrelease.bundle.plan import BundleFile, BundleRefusedError, FamilyBundle, Refusal, RepoBundle, bundle_family
+from hfrelease.bundle.plan import BundleFile, BundleRefusedError, FamilyBundle, RepoBundle, bundle_family
 from hfrelease.bundle.plugin_check import PluginCheckError, PluginReport, check_plugin
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "RepoBundle",
     "bundle_family",
     "check_plugin",
+    "file_problems",
     "parse_manifest",
     "render_manifest",
     "write_bundle",

@@ -9,8 +9,6 @@ from __future__ import annotations
 from fnmatch import fnmatch
 from pathlib import PurePosixPath
 
-from hfrelease.redact import redact
-
 # Files of a checkpoint directory that belong in its repo without being declared (matched on the path
 # relative to the artifact directory: weights anywhere, the rest at the top level).
 MODEL_FILES = (
@@ -22,8 +20,12 @@ MODEL_FILES = (
 WEIGHTS = "*.safetensors"
 REMOTE_CODE = "*.py"  # only with trust_remote_code: the code a `--trust-remote-code` server runs
 
-# Weight formats that unpickle on load, i.e. run arbitrary code on whoever downloads them.
-PICKLE = ("*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle", "*.ckpt", "*.joblib", "*.npy", "*.npz", "*.h5", "*.msgpack")
+# Formats that unpickle on load, i.e. run arbitrary code on whoever loads them. Matched on every suffix of
+# the name, so a wrapped pickle is one too: `train_state.pth.tar` (torch.save's tar format), `x.pkl.gz`.
+PICKLE_SUFFIXES = frozenset({
+    ".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy", ".npz", ".h5", ".hdf5", ".msgpack",
+    ".dill", ".pdparams", ".nemo", ".mar", ".tar",
+})  # fmt: skip
 
 # Credentials people keep next to their work. `tokenizer*` must stay allowed, hence no bare `*token*`.
 SECRETS = (
@@ -43,10 +45,6 @@ CACHE_FILES = ("*.pyc", "*.pyo", ".DS_Store", "Thumbs.db", "*.swp", "*~")
 PLUGIN_LITTER_DIRS = ("__pycache__", "build", "dist", ".git")
 PLUGIN_LITTER_SUFFIX = ".egg-info"
 
-# Text files small enough to read and look inside for a pasted token (train_command.txt is the classic).
-SCANNED_SUFFIXES = (".txt", ".md", ".json", ".yaml", ".yml", ".sh", ".py", ".toml", ".cfg", ".ini", ".jinja", ".cff")
-SCAN_LIMIT = 1024 * 1024
-_NOT_SCANNED = ("tokenizer.json", "vocab.json", "merges.txt", "vocab.txt")
 
 
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:
@@ -59,7 +57,8 @@ def is_secret_name(name: str) -> bool:
 
 
 def is_pickle(name: str) -> bool:
-    return _matches(name, PICKLE)
+    suffixes = PurePosixPath(name.lower()).suffixes
+    return any(suffix in PICKLE_SUFFIXES for suffix in suffixes)
 
 
 def is_cache_file(name: str) -> bool:
@@ -95,10 +94,3 @@ def role_of(repo_path: str) -> str:
     named = {"README.md": "card", "CITATION.cff": "citation", "MANIFEST": "manifest", "recipe.yaml": "recipe"}
     return named.get(name, "declared")
 
-
-def contains_token(path_name: str, data: bytes) -> bool:
-    """True when a small text file holds something shaped like a credential (or a secret env value)."""
-    if path_name in _NOT_SCANNED or not path_name.lower().endswith(SCANNED_SUFFIXES) or len(data) > SCAN_LIMIT:
-        return False
-    text = data.decode("utf-8", errors="replace")
-    return redact(text) != text

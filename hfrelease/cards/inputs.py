@@ -79,48 +79,80 @@ def read_inputs(manifest: Manifest, *, ledger_root: Path | None = None) -> CardI
 
 def read_sections(manifest: Manifest) -> dict[str, dict[str, str]]:
     """`sections/*.md` (family-wide) and `sections/<artifact-id>/*.md`; unknown names are refused at once."""
+    found, problems = _scan_sections(manifest)
+    if problems:
+        raise CardError(
+            "sections/ holds files no card would show:\n" + "\n".join(f"  - {p}: {m}" for p, m in problems),
+            hint="Section files are named after their slot: " + ", ".join(SECTION_NAMES) + "; each is a regular "
+                 "UTF-8 file inside the family directory (a link out of it is never followed).",
+        )
+    return found
+
+
+def section_problems(manifest: Manifest) -> list[tuple[str, str]]:
+    """(family-relative path, what is wrong) of each file in sections/ a render would refuse (for `check`)."""
+    return _scan_sections(manifest)[1]
+
+
+def _scan_sections(manifest: Manifest) -> tuple[dict[str, dict[str, str]], list[tuple[str, str]]]:
+    from hfrelease.bundle.allowlist import Kind, Problem, Tree, admit
+
     root = manifest.root / "sections"
     found: dict[str, dict[str, str]] = {FAMILY: {}}
-    if not root.is_dir():
-        return found
+    problems: list[tuple[str, str]] = []
+    if not root.is_dir() and not root.is_symlink():
+        return found, problems
+    # Section text goes into the README as written: it must come from the family's own tree, like every file
+    # a release ships (a linked sections/summary.md once put an outside file's text into a card).
+    tree = Tree.of(manifest.root)
+    outside = tree.outside(root)
+    if outside is not None:
+        return found, [("sections", f"{outside.reason} ({outside.fix})")]
     ids = [a.id for a in manifest.artifact]
-    problems: list[str] = []
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root)
+        shown = f"sections/{relative.as_posix()}"
+        outside = tree.outside(path)
+        if outside is not None:
+            problems.append((shown, f"{outside.reason} ({outside.fix})"))
+            continue
         if path.is_dir() or path.name.startswith(".") or path.suffix != ".md":
             if path.is_dir() and len(relative.parts) == 1 and relative.name not in ids:
-                problems.append(f"{path}: not an artifact id{_did_you_mean(relative.name, ids)}")
+                problems.append((shown, f"not an artifact id{_did_you_mean(relative.name, ids)}"))
             continue
         owner = FAMILY if len(relative.parts) == 1 else relative.parts[0]
         if len(relative.parts) > 2 or (owner != FAMILY and owner not in ids):
             continue  # reported with its directory above
         if path.stem not in SECTION_NAMES:
-            problems.append(f"{path}: not a section name{_did_you_mean(path.stem, list(SECTION_NAMES))}")
+            problems.append((shown, f"not a section name{_did_you_mean(path.stem, list(SECTION_NAMES))}"))
             continue
-        found.setdefault(owner, {})[path.stem] = path.read_text(encoding="utf-8")
-    if problems:
-        raise CardError(
-            "sections/ holds files no card would show:\n" + "\n".join(f"  - {p}" for p in problems),
-            hint="Section files are named after their slot: " + ", ".join(SECTION_NAMES) + ".",
-        )
-    return found
+        verdict = admit(path, tree=tree, kind=Kind.SECTION)
+        if isinstance(verdict, Problem):
+            problems.append((shown, f"{verdict.reason} ({verdict.fix})"))
+            continue
+        found.setdefault(owner, {})[path.stem] = verdict.read_text(encoding="utf-8")
+    return found, problems
 
 
 def _read_files(manifest: Manifest) -> dict[str, dict[str, str]]:
+    from hfrelease.bundle.allowlist import Kind, Problem, Tree, admit
+
     found: dict[str, dict[str, str]] = {}
     for artifact in manifest.artifact:
+        source = manifest.resolve(artifact.source.path) if artifact.source.path else None
+        tree = Tree.of(manifest.root, source)  # where the bundle would take the file from
         for relative in artifact.files:
             name = PurePosixPath(relative).name
             if name not in {"train_command.txt", "val_metrics.json"}:
                 continue  # only these two are shown in a card; other declared files are only uploaded
-            path = manifest.resolve(relative)
-            try:
-                found.setdefault(artifact.id, {})[name] = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
+            path = manifest.root / relative
+            verdict = admit(path, tree=tree, kind=Kind.DECLARED)
+            if isinstance(verdict, Problem):
                 raise CardError(
-                    f"{path}: declared in files of artifact {artifact.id!r} but unreadable: {exc}",
-                    hint="Create the file, or drop it from the artifact's files in release.toml.",
-                ) from exc
+                    f"{path}: declared in files of artifact {artifact.id!r} but {verdict.reason}",
+                    hint=f"{verdict.fix[:1].upper()}{verdict.fix[1:]}; `hfrelease check` lists every such file.",
+                )
+            found.setdefault(artifact.id, {})[name] = verdict.read_text(encoding="utf-8")
     return found
 
 

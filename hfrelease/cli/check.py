@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hfrelease.errors import ConfigError, ExitCode
+from hfrelease.errors import ConfigError, ConfigProblem, ExitCode
 
 if TYPE_CHECKING:
     from hfrelease.manifest import Manifest
@@ -40,7 +40,6 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
     from hfrelease.check import default_manifests, summarize
     from hfrelease.cli.eval import cache_dir
     from hfrelease.cli.output import err_console, print_error, print_json
-    from hfrelease.manifest import find_manifest, load_manifest
     from hfrelease.preflight import run_preflight
 
     paths = list(manifests) or default_manifests(Path.cwd())
@@ -50,8 +49,7 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
     failed = 0
     for path in paths:
         try:
-            manifest = load_manifest(path)
-            _guard_serve_args(manifest, source=str(find_manifest(path)), quiet=as_json)
+            manifest = _validated(path, quiet=as_json)
         except ConfigError as exc:
             failed += 1
             results.append(
@@ -105,20 +103,33 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
         click.get_current_context().exit(int(ExitCode.CONFIG))
 
 
-def _guard_serve_args(manifest: Manifest, *, source: str, quiet: bool) -> None:
-    """vLLM's own parser reads every artifact's serve command (ConfigError when the args change what
+def _validated(path: Path, *, quiet: bool) -> Manifest:
+    """The loaded manifest, or a ConfigError with every problem: the load's, then the serve guard's and the
+    files' (what `bundle` would refuse, what a render would quote) together."""
+    from hfrelease.check import tree_problems
+    from hfrelease.manifest import find_manifest, load_manifest
+
+    manifest = load_manifest(path)
+    source = str(find_manifest(path))
+    problems = [*_serve_arg_problems(manifest, source=source, quiet=quiet), *tree_problems(manifest)]
+    if problems:
+        raise ConfigError(source, problems)
+    return manifest
+
+
+def _serve_arg_problems(manifest: Manifest, *, source: str, quiet: bool) -> list[ConfigProblem]:
+    """vLLM's own parser reads every artifact's serve command (a problem where the args change what
     hfrelease owns); without vLLM installed here, the spelling-level check of the load is all there is."""
     from hfrelease.cli.output import err_console
     from hfrelease.serving.guard import manifest_problems
 
     problems = manifest_problems(manifest)
-    if problems:
-        raise ConfigError(source, problems)
     if problems is None and not quiet:
         err_console.print(
             f"note: {source}: vLLM is not installed here, so serve args were checked by their spelling only; "
             "every server start parses them with vLLM's own parser first", markup=False, highlight=False,
         )
+    return list(problems or ())
 
 
 def _lint_cards(manifest: Manifest, *, max_age_days: int | None) -> dict[str, Any]:
