@@ -150,7 +150,8 @@ def _plugin(manifest: Manifest, artifact: Artifact, index: int) -> tuple[Path, s
     relative = own or manifest.serve.plugin
     if not relative:
         return None
-    return manifest.resolve(relative), (f"artifact[{index}].serve.plugin" if own else "serve.plugin")
+    # Not resolved here: a plugin directory that is a link out of the tree is named as the manifest names it.
+    return manifest.root / relative, (f"artifact[{index}].serve.plugin" if own else "serve.plugin")
 
 
 def gather(manifest: Manifest, artifact: Artifact, source: Source | None, found: Candidates) -> Path | None:
@@ -181,7 +182,7 @@ def gather(manifest: Manifest, artifact: Artifact, source: Source | None, found:
         real = found.judge(path, kind=Kind.PLUGIN, name=rel, where=where)
         if real is not None:
             found.add(PLUGIN_PREFIX + rel, real, "plugin", where=where)
-    return directory
+    return directory.resolve()
 
 
 def declared_files(

@@ -82,7 +82,7 @@ def read_sections(manifest: Manifest) -> dict[str, dict[str, str]]:
     found, problems = _scan_sections(manifest)
     if problems:
         raise CardError(
-            "sections/ holds files no card would show:\n" + "\n".join(f"  - {p}: {m}" for p, m in problems),
+            "sections/ holds files no card can quote:\n" + "\n".join(f"  - {p}: {m}" for p, m in problems),
             hint="Section files are named after their slot: " + ", ".join(SECTION_NAMES) + "; each is a regular "
                  "UTF-8 file inside the family directory (a link out of it is never followed).",
         )

@@ -28,6 +28,8 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
     """Validate family manifests (release.toml files or their directories), then preflight them.
 
     With no argument: ./release.toml, or else every model_cards/*/release.toml below the current directory.
+    Every file a bundle would ship (declared files, checkpoints, cards, ledger, plugin) and every section a
+    card quotes is judged as `hfrelease bundle` judges it: inside the family tree, no secret, no pickle.
     The preflight finds before any GPU time what would fail on a runner: each gate's lm-eval task, metric
     and filter exist and its task fits its api; a thinking gate's chat template takes the thinking switch;
     every plugin directory is a package; Hub revisions exist and the release tag is not taken yet; the

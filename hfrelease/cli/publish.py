@@ -43,8 +43,10 @@ def _load(manifest: Path) -> Any:
 def bundle(manifest: Path, artifacts: tuple[str, ...], out: Path | None, as_json: bool) -> None:
     """Plan the files each repo will hold, with a MANIFEST of sha256 and size.
 
-    Refuses (listing every case at once) credential files, pickle weights, links out of a directory,
-    version-control and cache directories, and files nobody declared. Checks the vLLM plugin installs.
+    Every file goes through one allowlist; refuses (listing every case at once) files resolving outside the
+    family directory or the artifact's source, credential files, pickles, tokens in any text file, binaries
+    that are not weights, version-control and cache directories, and files nobody declared. Checks the vLLM
+    plugin installs.
     """
     from hfrelease.bundle import bundle_family, write_bundle
     from hfrelease.cli.output import err_console
