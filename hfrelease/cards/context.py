@@ -16,12 +16,11 @@ from hfrelease.cards.errors import CardError
 from hfrelease.cards.inputs import FAMILY, SECTION_NAMES, CardInputs
 from hfrelease.cards.measurements import NONE, FamilyMeasurements, GateResult, SpeedPoint
 from hfrelease.cards.memory import figures as memory_figures
-from hfrelease.cards.memory import gibibytes
-from hfrelease.cards.numbers import NumberRegistry, fixed, gigabytes, signed
+from hfrelease.cards.numbers import NumberRegistry, binary_size, fixed, signed
 from hfrelease.cards.plots import PlotData, plan_plots
 from hfrelease.cards.serving import download_command, serving_context
 from hfrelease.cards.text import Markdown, code_block, code_span, escape_markdown, hub_url, link, prose
-from hfrelease.manifest import Artifact, Gate, Manifest
+from hfrelease.manifest import Artifact, Gate, Manifest, Workload
 
 Context = dict[str, Any]
 _CONFIDENCE = "95%"
@@ -35,7 +34,7 @@ def build_context(
     """The template context of `artifact`'s card, the numbers it prints, and the plots it shows."""
     manifest = inputs.manifest
     numbers = NumberRegistry()
-    view = _View(manifest, measured, numbers)
+    view = _View(manifest, measured, numbers, artifact, inputs.sections)
     plots = plan_plots(manifest, measured, artifact)
     context: Context = {
         "artifact": _artifact(manifest, artifact),
@@ -52,7 +51,7 @@ def build_context(
         "training": _training(inputs, artifact),
         "choose": view.choose(artifact),
         "provenance": _provenance(manifest, measured, artifact),
-        "links": _links(manifest, artifact),
+        "links": _links(manifest, artifact, view),
         "citation": {"bibtex": code_block(citation.bibtex(manifest, artifact), language="bibtex")},
         "sections": _sections(inputs, artifact),
         # Every kind present, None without data: a family whose reference has nothing to compare with (a
@@ -61,11 +60,13 @@ def build_context(
     }
     context["numbers"] = [
         {"id": code_span(r.id), "label": escape_markdown(r.label), "text": Markdown(r.text),
-         "records": Markdown("<br>".join(code_span(n) for n in r.records))}
+         "records": Markdown(", ".join(code_span(n) for n in r.records))}
         for r in numbers.rows
     ]
     age = numbers.date_range()
-    context["age"] = {"oldest": Markdown(age[0]), "newest": Markdown(age[1])} if age else None
+    # One date is said as one date: "measured between 2026-11-29 and 2026-11-29" reads like a typo.
+    context["age"] = (None if not age else Markdown(f"on {age[0]}") if age[0] == age[1]
+                      else Markdown(f"between {age[0]} and {age[1]}"))
     return context, numbers, plots
 
 
@@ -106,38 +107,81 @@ def _family(manifest: Manifest) -> Context:
 class _View:
     """The measured parts of a card; each number is registered as it is formatted."""
 
-    def __init__(self, manifest: Manifest, measured: FamilyMeasurements, numbers: NumberRegistry) -> None:
+    def __init__(self, manifest: Manifest, measured: FamilyMeasurements, numbers: NumberRegistry,
+                 artifact: Artifact, sections: Mapping[str, Mapping[str, str]]) -> None:
         self.manifest = manifest
+        self.sections = sections
         self.measured = measured
         self.numbers = numbers
+        self.card = artifact
         self.percent = {g.id: self._is_fraction(g) for g in manifest.gate}
 
     def _is_fraction(self, gate: Gate) -> bool:
         values = [r.value for (_, gid), r in self.measured.gates.items() if gid == gate.id and r.value is not None]
         return bool(values) and all(0.0 <= v <= 1.0 for v in values)
 
+    def shown(self, other: Artifact) -> bool:
+        """Whether `other` appears in this card's family tables: a published card leaves out the artifacts
+        the release does not publish (regression fixtures), which readers could neither download nor use."""
+        return (other.publish or repo_exists(self.manifest, other) or not self.card.publish
+                or other.id == self.card.id)
+
+    def _shown_point(self, p: SpeedPoint) -> bool:
+        draft = p.entry.record.draft_artifact_id
+        return draft is None or self.shown(self.manifest.artifact_by_id(draft))
+
+    def name(self, other: Artifact, *, short: bool = False) -> Markdown:
+        """An artifact's title (`short`: its repo's name, for the narrow family table), linked to its Hub
+        repo only when that repo exists (published by this release, or the base model or a Hub source)."""
+        title = other.repo.split("/")[1] if short else (other.title or other.repo)
+        return link(title, hub_url(other.repo)) if repo_exists(self.manifest, other) else escape_markdown(title)
+
     # -- quality -------------------------------------------------------------------------------------------
+    def _scale(self, gate: Gate) -> tuple[float, int]:
+        return (100.0, 1) if self.percent[gate.id] else (1.0, 3)
+
     def value(self, result: GateResult) -> Markdown:
         assert result.value is not None
-        scale, places = (100.0, 1) if self.percent[result.gate.id] else (1.0, 3)
+        scale, places = self._scale(result.gate)
         return self.numbers.add(f"gate.{result.gate.id}.{result.artifact_id}.value",
                                 f"{result.gate.label or result.gate.id} on {result.artifact_id}",
                                 fixed(result.value * scale, places), [result.entry])
 
-    def delta(self, result: GateResult) -> tuple[Markdown, Markdown] | None:
-        comparison = result.comparison
-        if comparison is None:
+    def delta(self, result: GateResult) -> Markdown | None:
+        """The delta with its interval and n: "-1.0 (CI -3.0 to +0.0, n=100)", or, for a zero-width
+        interval, what it means: "+0.0 (all 100 pairs agree)"."""
+        c = result.comparison
+        if c is None:
             return None
-        scale, places = (100.0, 1) if self.percent[result.gate.id] else (1.0, 3)
+        scale, places = self._scale(result.gate)
         base = f"gate.{result.gate.id}.{result.artifact_id}"
         label = f"{result.gate.label or result.gate.id} on {result.artifact_id} vs the reference"
-        delta = self.numbers.add(f"{base}.delta", f"{label}: delta", signed(comparison.delta * scale, places),
-                                 result.records)
-        low = self.numbers.add(f"{base}.ci_low", f"{label}: CI low", signed(comparison.ci_low * scale, places),
-                               result.records)
-        high = self.numbers.add(f"{base}.ci_high", f"{label}: CI high", signed(comparison.ci_high * scale, places),
+        delta = self.numbers.add(f"{base}.delta", f"{label}: delta", signed(c.delta * scale, places), result.records)
+        n = self.n(result)
+        if c.ci_low == c.ci_high:
+            # A zero-width bootstrap interval: every paired difference is the same number.
+            what = f"all {n} pairs agree" if c.delta == 0 else f"all {n} pairs differ by {delta}"
+            return Markdown(f"{delta} ({what})")
+        low = self.numbers.add(f"{base}.ci_low", f"{label}: CI low", signed(c.ci_low * scale, places), result.records)
+        high = self.numbers.add(f"{base}.ci_high", f"{label}: CI high", signed(c.ci_high * scale, places),
                                 result.records)
-        return delta, Markdown(f"{low} to {high}")
+        return Markdown(f"{delta} (CI {low} to {high}, n={n})")
+
+    def recovery(self, result: GateResult) -> Markdown | None:
+        """Recovery in percent with its paired-bootstrap interval: "99.0% (97.0 to 100.0)"."""
+        c = result.comparison
+        if c is None or c.recovery is None or c.recovery_low is None or c.recovery_high is None:
+            return None
+        base = f"gate.{result.gate.id}.{result.artifact_id}"
+        label = f"{result.gate.label or result.gate.id} on {result.artifact_id}: recovery (% of the reference)"
+        value = self.numbers.add(f"{base}.recovery", label, fixed(c.recovery * 100, 1), result.records)
+        if c.recovery_low == c.recovery_high:
+            return Markdown(f"{value}% (all pairs agree)" if c.delta == 0 else f"{value}% (zero-width CI)")
+        low = self.numbers.add(f"{base}.recovery_low", f"{label}, CI low", fixed(c.recovery_low * 100, 1),
+                               result.records)
+        high = self.numbers.add(f"{base}.recovery_high", f"{label}, CI high", fixed(c.recovery_high * 100, 1),
+                                result.records)
+        return Markdown(f"{value}% ({low} to {high})")
 
     def n(self, result: GateResult) -> Markdown:
         return self.numbers.add(f"gate.{result.gate.id}.{result.artifact_id}.n",
@@ -146,6 +190,9 @@ class _View:
 
     def unit(self, gate: Gate) -> str:
         return "points" if self.percent[gate.id] else escape_markdown(gate.metric)
+
+    def verdict(self, result: GateResult) -> Markdown:
+        return Markdown("**fail**") if result.verdict == "fail" else escape_markdown(result.verdict)
 
     def quality(self, artifact: Artifact) -> Context | None:
         gates = [g for g in self.manifest.gate if self.measured.gate(artifact.id, g.id) is not None]
@@ -158,43 +205,39 @@ class _View:
             assert result is not None
             ref = self.measured.gate(reference.id, gate.id)
             rows.append(self._quality_row(gate, result, ref))
-        return {"rows": rows, "confidence": _CONFIDENCE, "is_reference": artifact.kind == "reference"}
+        thresholds = [escape_markdown(f"{g.label or g.id} {g.min_recovery * 100:g}%")
+                      for g in gates if g.min_recovery is not None]
+        return {"rows": rows, "confidence": _CONFIDENCE, "is_reference": artifact.kind == "reference",
+                "min_recovery": Markdown(", ".join(thresholds)) if thresholds else None}
 
     def _quality_row(self, gate: Gate, result: GateResult, ref: GateResult | None) -> Context:
-        record = result.entry.record
-        settings = _settings(gate, record.generation, record.versions, record.harness)
-        row: Context = {"label": escape_markdown(gate.label or gate.id), "mode": escape_markdown(gate.mode),
-                        "settings": code_span(settings), "metric": code_span(gate.metric),
-                        "verdict": escape_markdown(result.verdict), "void": result.value is None,
-                        "reason": escape_markdown(result.reason), "unit": self.unit(gate)}
+        row: Context = {"label": escape_markdown(gate.label or gate.id), "verdict": self.verdict(result),
+                        "void": result.value is None, "reason": escape_markdown(result.reason),
+                        "unit": self.unit(gate)}
         if result.value is None:
-            return {**row, "value": None, "reference": None, "delta": None, "ci": None, "n": None}
-        delta = self.delta(result)
+            return {**row, "value": None, "reference": None, "delta": None, "recovery": None, "n": None}
         ref_value = self.value(ref) if ref is not None and ref.value is not None else None
-        return {**row, "value": self.value(result), "reference": ref_value,
-                "delta": delta[0] if delta else None, "ci": delta[1] if delta else None, "n": self.n(result)}
+        return {**row, "value": self.value(result), "reference": ref_value, "delta": self.delta(result),
+                "recovery": self.recovery(result), "n": self.n(result)}
 
     def matrix(self, artifact: Artifact) -> Context | None:
-        if not self.manifest.gate:
-            return None
+        """Every gate on every shown artifact, one row each (a long table fits any number of gates)."""
         rows = []
-        for other in self.manifest.artifact:
-            cells = []
-            for gate in self.manifest.gate:
+        for gate in self.manifest.gate:
+            for other in self.manifest.artifact:
                 result = self.measured.gate(other.id, gate.id)
-                if result is None:
-                    cells.append(Markdown("n/a"))
-                elif result.value is None:
-                    cells.append(Markdown("void"))
-                else:
-                    delta = self.delta(result)
-                    cells.append(Markdown(f"{self.value(result)} ({delta[0]})" if delta else self.value(result)))
-            if all(c == "n/a" for c in cells):
-                continue  # drafts: lossless, never gated
-            rows.append({"name": link(other.title or other.repo, hub_url(other.repo)), "self": other.id == artifact.id,
-                         "cells": cells})
-        gates = [escape_markdown(g.label or g.id) for g in self.manifest.gate]
-        return {"gates": gates, "rows": rows}
+                if result is None or not self.shown(other):
+                    continue
+                title = escape_markdown(other.title or other.repo)
+                row: Context = {"gate": escape_markdown(gate.label or gate.id),
+                                "name": Markdown(f"**{title}**") if other.id == artifact.id else title,
+                                "verdict": self.verdict(result), "value": Markdown("void"), "delta": Markdown(""),
+                                "recovery": Markdown("")}
+                if result.value is not None:
+                    row.update(value=self.value(result), delta=self.delta(result) or Markdown(""),
+                               recovery=self.recovery(result) or Markdown(""))
+                rows.append(row)
+        return {"rows": rows} if rows else None
 
     def headline(self, artifact: Artifact) -> list[Markdown]:
         lines: list[Markdown] = []
@@ -202,7 +245,7 @@ class _View:
         reference = self.manifest.reference
         if size is not None:
             ref_size = self.size(reference) if artifact.kind not in {"reference", "draft"} else None
-            lines.append(Markdown(f"Weights: {size} GB" + (f" (reference: {ref_size} GB)" if ref_size else "")))
+            lines.append(Markdown(f"Weights: {size}" + (f" (reference: {ref_size})" if ref_size else "")))
         if artifact.kind not in ("reference", "draft"):
             for gate in self.manifest.gate:
                 result = self.measured.gate(artifact.id, gate.id)
@@ -214,31 +257,70 @@ class _View:
                     verdict, reason = escape_markdown(result.verdict), escape_markdown(result.reason)
                     lines.append(Markdown(f"{label}: {verdict} ({reason})"))
                     continue
-                lines.append(Markdown(f"{label}: {delta[0]} {self.unit(gate)} vs the reference (CI {delta[1]}, "
-                                      f"n={self.n(result)}): {escape_markdown(result.verdict)}"))
+                recovery = self.recovery(result)
+                lines.append(Markdown(f"{label}: {delta} {self.unit(gate)} vs the reference"
+                                      + (f", recovery {recovery}" if recovery else "")
+                                      + f": {self.verdict(result)}"))
+        if artifact.kind == "draft":
+            return lines + self._draft_headline(artifact)
         for workload in self.manifest.workload:
-            best = self._best_for(artifact, workload.id)
+            best = self.best(artifact.id, workload.id)
             if best is None:
                 continue
-            text = (f"{escape_markdown(workload.label or workload.id)}: {self.tps(best)} tok/s batch-1 with "
-                    f"{code_span(best.speculative)}")
-            if best.speedup is not None:
-                text += f" ({self.speedup(best)}{TIMES} over no speculation)"
-            lines.append(Markdown(text))
+            label = escape_markdown(workload.label or workload.id)
+            if best.speculative == NONE:
+                lines.append(Markdown(f"{label}: {self.tps(best)} tok/s batch-1 without speculation "
+                                      "(no speculative config was faster)"))
+            else:
+                lines.append(Markdown(f"{label}: {self.tps(best)} tok/s batch-1 with {code_span(best.speculative)}, "
+                                      f"{self.speedup(best)} over no speculation"))
         return lines
 
-    def _best_for(self, artifact: Artifact, workload_id: str) -> SpeedPoint | None:
-        if artifact.kind != "draft":
-            return self.measured.best_batch1(artifact.id, workload_id)
-        mine = [p for p in self.measured.points(workload_id=workload_id, draft_id=artifact.id) if p.concurrency == 1]
-        return max(mine, key=lambda p: p.throughput, default=None)
+    def _draft_headline(self, artifact: Artifact) -> list[Markdown]:
+        """Which workloads this draft wins on its target and which another config wins: a config slower
+        than the fastest is never headlined with its numbers."""
+        assert artifact.draft is not None
+        lines: list[Markdown] = []
+        target = self.manifest.artifact_by_id(artifact.draft.target)
+        for workload in self.manifest.workload:
+            mine = [p for p in self.measured.points(workload_id=workload.id, draft_id=artifact.id)
+                    if p.concurrency == 1 and p.artifact_id == target.id]
+            if not mine:
+                continue
+            label = escape_markdown(workload.label or workload.id)
+            best = self.best(target.id, workload.id)
+            point = mine[0]
+            if best is not None and best.entry.name == point.entry.name:
+                lines.append(Markdown(f"{label}: fastest config on {escape_markdown(target.id)}, {self.tps(point)} "
+                                      f"tok/s batch-1, {self.speedup(point)} over no speculation"))
+            elif best is None:
+                lines.append(Markdown(f"{label}: not ranked (no batch-1 point without speculation on "
+                                      f"{escape_markdown(target.id)} to compare with)"))
+            else:
+                lines.append(Markdown(f"{label}: {code_span(best.speculative)} is faster on "
+                                      f"{escape_markdown(target.id)}; use it there, not this draft"))
+        gates = self.draft_gates(artifact)
+        if gates is not None and gates["measured"]:
+            lines.append(Markdown("Draft gates: " + ("pass" if gates["passed"] else "**fail**")
+                                  + " (table under Speculative decoding acceptance)"))
+        return lines
+
+    def best(self, artifact_id: str, workload_id: str) -> SpeedPoint | None:
+        """The fastest batch-1 config of `artifact_id` on a workload among every config measured on it
+        (none, ngram, each draft), or None when no point without speculation was measured to compare with:
+        a config is never called best without knowing it beats serving without speculation."""
+        best = self.measured.best_batch1(artifact_id, workload_id)
+        if best is None or (best.speculative != NONE and best.baseline is None):
+            return None
+        return best
 
     def size(self, artifact: Artifact) -> Markdown | None:
         found = self.measured.sizes.get(artifact.id)
         if found is None:
             return None
-        return self.numbers.add(f"size.{artifact.id}", f"weights of {artifact.id} (GB)", gigabytes(found[0]),
-                                [found[1]])
+        value, unit = binary_size(found[0])
+        text = self.numbers.add(f"size.{artifact.id}", f"weights of {artifact.id} ({unit})", value, [found[1]])
+        return Markdown(f"{text} {unit}")
 
     def memory(self, artifact: Artifact) -> tuple[Markdown, Markdown]:
         """(memory to serve, peak RAM) of `artifact`: "not measured" without figures, "with its target" for drafts."""
@@ -257,76 +339,124 @@ class _View:
             sources = [found.entry]
             if found.weights_from_files and size and size[1].name != found.entry.name:
                 sources.append(size[1])
-            serve = self.numbers.add(
+            value, unit = binary_size(found.serve_bytes)
+            serve = Markdown(self.numbers.add(
                 f"memory.{artifact.id}.serve",
-                f"memory to serve {artifact.id}: weights + KV cache of one {found.max_model_len}-token request (GiB)",
-                gibibytes(found.serve_bytes), sources)
+                f"memory to serve {artifact.id}: weights + KV cache of one {found.max_model_len}-token request "
+                f"({unit})",
+                value, sources) + f" {unit}")
         peak = absent
         if found.peak_bytes is not None:
-            peak = self.numbers.add(f"memory.{artifact.id}.peak",
-                                    f"peak host RAM (PSS) of the server processes of {artifact.id} (GiB)",
-                                    gibibytes(found.peak_bytes), [found.entry])
+            value, unit = binary_size(found.peak_bytes)
+            peak = Markdown(self.numbers.add(f"memory.{artifact.id}.peak",
+                                             f"peak host RAM (PSS) of the server processes of {artifact.id} ({unit})",
+                                             value, [found.entry]) + f" {unit}")
         return serve, peak
 
     # -- speed -----------------------------------------------------------------------------------------------
     def _point_id(self, p: SpeedPoint) -> str:
         return f"speed.{p.workload.id}.{p.artifact_id}.{p.speculative}.c{p.concurrency}"
 
+    def _point_label(self, p: SpeedPoint) -> str:
+        return f"{p.workload.id} on {p.artifact_id}, {p.speculative}, concurrency {p.concurrency}"
+
     def metric(self, p: SpeedPoint, name: str, places: int, label: str) -> Markdown | None:
         if name not in p.metrics:
             return None
-        return self.numbers.add(f"{self._point_id(p)}.{name}", f"{label}, {p.workload.id} on {p.artifact_id}, "
-                                f"{p.speculative}, concurrency {p.concurrency}", fixed(p.metrics[name], places),
+        return self.numbers.add(f"{self._point_id(p)}.{name}", f"{label}, {self._point_label(p)}",
+                                fixed(p.metrics[name], places), [p.entry])
+
+    def latency(self, p: SpeedPoint, name: str, places: int, label: str) -> Markdown | None:
+        """A latency; an inter-token latency that measures chunking, not decode, is not printed as a number.
+
+        vLLM's streaming can deliver several tokens in one chunk; `vllm bench serve` then records gaps of
+        ~0 ms between the chunk's tokens, and a repeat whose tokens mostly arrived bunched has a median ITL
+        near 0 while its time per output token (TPOT, from the request's duration) stays honest. An ITL
+        below a tenth of the TPOT, in the median or any repeat, is that artefact."""
+        if name not in p.metrics:
+            return None
+        if name.startswith("itl_") and _bunched(p, name):
+            return Markdown("n/a (bunched)")
+        return self.metric(p, name, places, label)
+
+    def _spread(self, p: SpeedPoint, name: str) -> tuple[float, float] | None:
+        spread = p.entry.record.extra.get("spread")
+        pair = spread.get(name) if isinstance(spread, dict) else None
+        values = [float(v) for v in pair if isinstance(v, int | float) and not isinstance(v, bool)] if isinstance(
+            pair, list) else []
+        return (values[0], values[1]) if len(values) == 2 else None
+
+    def _repeats(self, p: SpeedPoint) -> int | None:
+        repeats = p.entry.record.extra.get("repeats")
+        return repeats if isinstance(repeats, int) and not isinstance(repeats, bool) else None
+
+    def tps(self, p: SpeedPoint) -> Markdown:
+        """Output tok/s, the median over repeats with the range of the repeats: "790.2 (658.8-796.8)"."""
+        median = self.metric(p, "output_throughput", 1, "output tok/s (median of repeats)")
+        assert median is not None
+        spread = self._spread(p, "output_throughput")
+        if self._repeats(p) == 1:
+            return Markdown(f"{median} (1 run)")
+        if spread is None:
+            return Markdown(f"{median} (spread not recorded)")
+        low = self.numbers.add(f"{self._point_id(p)}.output_throughput.min",
+                               f"output tok/s, slowest repeat, {self._point_label(p)}", fixed(spread[0], 1), [p.entry])
+        high = self.numbers.add(f"{self._point_id(p)}.output_throughput.max",
+                                f"output tok/s, fastest repeat, {self._point_label(p)}", fixed(spread[1], 1),
                                 [p.entry])
+        return Markdown(f"{median} ({low}{DASH}{high})")
 
     def failed(self, p: SpeedPoint) -> Markdown:
         failed = p.entry.record.extra.get("failed")
         if isinstance(failed, bool) or not isinstance(failed, int):
             return Markdown("not recorded")
-        return self.numbers.add(f"{self._point_id(p)}.failed", f"failed requests, {p.workload.id} on "
-                                f"{p.artifact_id}, {p.speculative}, concurrency {p.concurrency}", str(failed),
-                                [p.entry])
-
-    def tps(self, p: SpeedPoint) -> Markdown:
-        text = self.metric(p, "output_throughput", 1, "output tok/s")
-        assert text is not None
-        return text
+        return self.numbers.add(f"{self._point_id(p)}.failed", f"failed requests, {self._point_label(p)}",
+                                str(failed), [p.entry])
 
     def speedup(self, p: SpeedPoint) -> Markdown | None:
-        if p.speedup is None:
+        """Speedup over no speculation with its range: the slowest repeat over the fastest baseline repeat
+        to the fastest over the slowest, "2.14x (1.71-2.22)" with the multiplication sign and an en dash."""
+        if p.speedup is None or p.baseline is None:
             return None
-        return self.numbers.add(f"{self._point_id(p)}.speedup", f"speedup of {p.speculative} over none, "
-                                f"{p.workload.id} on {p.artifact_id}, concurrency {p.concurrency}",
-                                fixed(p.speedup, 2), p.records)
+        label = f"speedup of {p.speculative} over none, {p.workload.id} on {p.artifact_id}, concurrency {p.concurrency}"
+        value = self.numbers.add(f"{self._point_id(p)}.speedup", label, fixed(p.speedup, 2), p.records)
+        mine, base = self._spread(p, "output_throughput"), self._spread(p.baseline, "output_throughput")
+        if mine is None or base is None or base[0] <= 0:
+            return Markdown(f"{value}{TIMES}")
+        low = self.numbers.add(f"{self._point_id(p)}.speedup.min", f"{label}, lowest (slowest repeat / fastest "
+                               "baseline repeat)", fixed(mine[0] / base[1], 2), p.records)
+        high = self.numbers.add(f"{self._point_id(p)}.speedup.max", f"{label}, highest (fastest repeat / slowest "
+                                "baseline repeat)", fixed(mine[1] / base[0], 2), p.records)
+        return Markdown(f"{value}{TIMES} ({low}{DASH}{high})")
 
     def _speed_row(self, p: SpeedPoint, best: SpeedPoint | None) -> Context:
         return {"config": code_span(p.speculative), "artifact": escape_markdown(p.artifact_id),
                 "tps": self.tps(p), "speedup": self.speedup(p),
-                "itl": self.metric(p, "itl_median_ms", 2, "ITL median ms"),
-                "ttft": self.metric(p, "ttft_median_ms", 1, "TTFT median ms"),
+                "itl": self.latency(p, "itl_median_ms", 2, "ITL median ms"),
+                "ttft": self.latency(p, "ttft_median_ms", 1, "TTFT median ms"),
                 "mal": self.metric(p, "spec_mean_acceptance_length", 2, "mean acceptance length"),
                 "best": best is not None and p.entry.name == best.entry.name}
 
     def speed(self, artifact: Artifact) -> Context:
         workloads = []
+        server = artifact.draft.target if artifact.draft is not None else artifact.id
         for workload in self.manifest.workload:
-            if artifact.kind == "draft":
-                mine = [p for p in self.measured.points(workload_id=workload.id, draft_id=artifact.id)
-                        if p.concurrency == 1]
-                points = [q for p in mine for q in ([p.baseline] if p.baseline else []) + [p]]
-            else:
-                points = [p for p in self.measured.points(artifact_id=artifact.id, workload_id=workload.id)
-                          if p.concurrency == 1]
+            points = [p for p in self.measured.points(artifact_id=server, workload_id=workload.id)
+                      if p.concurrency == 1 and self._shown_point(p)]
+            if artifact.kind == "draft" and not any(p.entry.record.draft_artifact_id == artifact.id for p in points):
+                continue  # a workload this draft never served in says nothing about it
             if not points:
                 continue
-            best = self._best_for(artifact, workload.id)
+            best = self.best(server, workload.id)
+            rows = [self._speed_row(p, best) for p in points]
             workloads.append({
                 "label": escape_markdown(workload.label or workload.id), "id": escape_markdown(workload.id),
                 "output_len": workload.output_len, "thinking": workload.thinking, "ignore_eos": workload.ignore_eos,
-                "rows": [self._speed_row(p, best) for p in points],
-                "best": code_span(best.speculative) if best else None,
+                "rows": rows, "best": code_span(best.speculative) if best else None,
+                "bunched": any(r["itl"] == "n/a (bunched)" for r in rows),
             })
-        return {"measured": bool(workloads), "workloads": workloads, "by_artifact": artifact.kind == "draft"}
+        return {"measured": bool(workloads), "workloads": workloads, "by_artifact": artifact.kind == "draft",
+                "server": escape_markdown(server)}
 
     def load(self, artifact: Artifact) -> Context:
         tables = []
@@ -341,16 +471,17 @@ class _View:
             for (artifact_id, spec), series in by_config.items():
                 if len({p.concurrency for p in series}) < 2:
                     continue
+                rows = [{"concurrency": Markdown(str(p.concurrency)), "tps": self.tps(p),
+                         "itl": self.latency(p, "itl_median_ms", 2, "ITL median ms"),
+                         "itl_p90": self.latency(p, "itl_p90_ms", 2, "ITL p90 ms"),
+                         "ttft": self.latency(p, "ttft_median_ms", 1, "TTFT median ms"),
+                         "ttft_p90": self.latency(p, "ttft_p90_ms", 1, "TTFT p90 ms"),
+                         "failed": self.failed(p)}
+                        for p in sorted(series, key=lambda p: p.concurrency)]
                 tables.append({
                     "workload": escape_markdown(workload.label or workload.id), "config": code_span(spec),
-                    "artifact": escape_markdown(artifact_id),
-                    "rows": [{"concurrency": Markdown(str(p.concurrency)), "tps": self.tps(p),
-                              "itl": self.metric(p, "itl_median_ms", 2, "ITL median ms"),
-                              "itl_p90": self.metric(p, "itl_p90_ms", 2, "ITL p90 ms"),
-                              "ttft": self.metric(p, "ttft_median_ms", 1, "TTFT median ms"),
-                              "ttft_p90": self.metric(p, "ttft_p90_ms", 1, "TTFT p90 ms"),
-                              "failed": self.failed(p)}
-                             for p in sorted(series, key=lambda p: p.concurrency)],
+                    "artifact": escape_markdown(artifact_id), "rows": rows,
+                    "bunched": any(r["itl"] == "n/a (bunched)" or r["itl_p90"] == "n/a (bunched)" for r in rows),
                 })
         return {"measured": bool(tables), "tables": tables}
 
@@ -359,9 +490,9 @@ class _View:
             points = self.measured.points(draft_id=artifact.id)
         else:
             points = [p for p in self.measured.points(artifact_id=artifact.id) if p.speculative != NONE]
+        points = [p for p in points if self._shown_point(p)]
         points = [p for p in points if "spec_acceptance_rate" in p.metrics and p.concurrency == min(
             q.concurrency for q in points if q.workload.id == p.workload.id and q.speculative == p.speculative)]
-        width = max((len(p.positions()) for p in points), default=0)
         rows = []
         for p in points:
             unconditional = [self.numbers.add(f"{self._point_id(p)}.pos{i}", f"acceptance at draft position {i}, "
@@ -376,12 +507,11 @@ class _View:
                                   + (f" on {escape_markdown(p.artifact_id)}" if artifact.kind == "draft" else "")),
                 "rate": self.metric(p, "spec_acceptance_rate", 2, "acceptance rate"),
                 "mal": self.metric(p, "spec_mean_acceptance_length", 2, "mean acceptance length"),
-                "positions": unconditional + [Markdown("n/a")] * (width - len(unconditional)),
+                "positions": Markdown(" / ".join(unconditional)) if unconditional else Markdown("n/a"),
                 "conditional": Markdown(" / ".join(conditional)) if conditional else Markdown("n/a"),
                 "concurrency": p.concurrency,
             })
-        return {"measured": bool(rows), "rows": rows, "positions": list(range(width)),
-                "gates": self.draft_gates(artifact)}
+        return {"measured": bool(rows), "rows": rows, "gates": self.draft_gates(artifact)}
 
     def draft_gates(self, artifact: Artifact) -> Context | None:
         """A draft card's draft-gate verdicts, judged as the release judges them, from the card's own records."""
@@ -430,52 +560,123 @@ class _View:
                 "published": artifact.publish, "command": code_span(f"hfrelease eval --artifact {artifact.id}")}
 
     # -- family ----------------------------------------------------------------------------------------------
+    def main_workload(self) -> Workload | None:
+        """The workload the family table compares speed on: the first one the manifest lists that runs at
+        batch 1 and on which the reference was measured (the manifest's order says what matters most)."""
+        reference = self.manifest.reference.id
+        for workload in self.manifest.workload:
+            if 1 in workload.concurrency and self.best(reference, workload.id) is not None:
+                return workload
+        return None
+
     def choose(self, artifact: Artifact) -> Context:
-        gates = [g for g in self.manifest.gate]
-        workloads = [w for w in self.manifest.workload if 1 in w.concurrency]
-        rows = []
+        """The compact choice table: one summary cell per question, details in the tables below it."""
+        workload = self.main_workload()
+        reference = self.manifest.reference
+        ref_none = self._none_point(reference.id, workload.id) if workload else None
+        rows, memory = [], []
         for other in self.manifest.artifact:
-            what = other.quantization.scheme if other.quantization else (
-                f"{other.draft.method} draft, k={other.draft.num_speculative_tokens}" if other.draft else other.kind)
-            cells = []
-            for gate in gates:
-                result = self.measured.gate(other.id, gate.id)
-                if other.kind == "draft":
-                    cells.append(Markdown("lossless"))
-                elif result is None:
-                    cells.append(Markdown("n/a"))
-                elif result.value is None:
-                    cells.append(Markdown("void"))
-                elif other.kind == "reference":
-                    cells.append(Markdown(f"{self.value(result)} (reference)"))
-                else:
-                    delta = self.delta(result)
-                    cells.append(delta[0] if delta else Markdown(escape_markdown(result.verdict)))
-            speeds = []
-            for workload in workloads:
-                best = self._best_for(other, workload.id)
-                speeds.append(Markdown(f"{self.tps(best)} ({code_span(best.speculative)})") if best
-                              else Markdown("not measured"))
-            size = self.size(other)
+            if not self.shown(other):
+                continue
             serve, peak = self.memory(other)
-            rows.append({"name": link(other.title or other.repo, hub_url(other.repo)), "self": other.id == artifact.id,
-                         "what": code_span(what), "size": size or Markdown("not measured"), "quality": cells,
-                         "speed": speeds, "published": other.publish, "memory": serve, "peak": peak})
-        return {"gates": [escape_markdown(g.label or g.id) for g in gates],
-                "units": [self.unit(g) for g in gates],
-                "workloads": [escape_markdown(w.label or w.id) for w in workloads], "rows": rows}
+            size = self.size(other) or Markdown("not measured")
+            rows.append({"name": self.name(other, short=True), "self": other.id == artifact.id,
+                         "published": other.publish,
+                         "size": size, "memory": serve, "quality": self._quality_summary(other),
+                         "speed": self._speed_summary(other, workload, ref_none),
+                         "when": self._choose_when(other, workload)})
+            memory.append({"name": escape_markdown(other.title or other.repo), "self": other.id == artifact.id,
+                           "size": size, "memory": serve, "peak": peak})
+        return {"rows": rows, "memory": memory,
+                "workload": escape_markdown(workload.label or workload.id) if workload else None}
 
+    def _none_point(self, artifact_id: str, workload_id: str) -> SpeedPoint | None:
+        return self.measured.speed.get((artifact_id, workload_id, NONE, 1))
 
-def _settings(gate: Gate, generation: Mapping[str, Any], versions: Mapping[str, str], harness: str) -> str:
-    parts = [f"{harness} {versions.get('lm_eval', '')}".strip() if harness == "lm-eval" else harness]
-    parts.append(gate.task or gate.id)
-    parts.append(gate.api)
-    for key in ("max_tokens", "temperature", "top_p", "num_fewshot", "limit"):
-        value = generation.get(key)
-        if value is not None:
-            parts.append(f"{key}={value}")
-    parts.append(f"seed={gate.seed}")
-    return ", ".join(parts)
+    def _gate_results(self, other: Artifact) -> list[GateResult]:
+        return [r for g in self.manifest.gate if (r := self.measured.gate(other.id, g.id)) is not None]
+
+    def _quality_summary(self, other: Artifact) -> Markdown:
+        if other.kind == "draft":
+            return Markdown("lossless")
+        if other.kind == "reference":
+            return Markdown("the reference")
+        results = self._gate_results(other)
+        if not results:
+            return Markdown("not measured")
+        failed = [escape_markdown(r.gate.label or r.gate.id) for r in results if r.verdict == "fail"]
+        void = [escape_markdown(r.gate.label or r.gate.id) for r in results if r.value is None]
+        compared = [r for r in results if r.comparison is not None]
+        head = "**fails**" if failed else f"void ({', '.join(void)})" if void else "passes"
+        if not compared:
+            return Markdown(head)
+        # The gate with the lowest CI bound is the one the verdicts hinge on: show it with its interval.
+        worst = min(compared, key=lambda r: (r.comparison.ci_low if r.comparison else 0.0))
+        delta = self.delta(worst)
+        return Markdown(f"{head}: {delta}")
+
+    def _speed_summary(self, other: Artifact, workload: Workload | None, ref_none: SpeedPoint | None) -> Markdown:
+        """Batch-1 tok/s on the main workload, served this artifact's best way (a draft: its target with
+        it), and the ratio over the reference served without speculation."""
+        if workload is None:
+            return Markdown("not measured")
+        if other.kind == "draft":
+            assert other.draft is not None
+            points = [p for p in self.measured.points(workload_id=workload.id, draft_id=other.id)
+                      if p.concurrency == 1 and p.artifact_id == other.draft.target]
+            point = points[0] if points else None
+        else:
+            point = self.best(other.id, workload.id)
+        if point is None:
+            return Markdown("not measured")
+        text = str(self.tps(point))
+        if point.speculative != NONE:
+            text += f" {code_span(point.speculative)}"
+        if ref_none is not None and ref_none.throughput > 0 and not (other.kind == "reference"
+                                                                     and point.speculative == NONE):
+            ratio = self.numbers.add(
+                f"speed.{workload.id}.{point.artifact_id}.{point.speculative}.c1.vs_reference",
+                f"output tok/s of {point.artifact_id} ({point.speculative}) over the reference without "
+                f"speculation, {workload.id}", fixed(point.throughput / ref_none.throughput, 2),
+                [point.entry, ref_none.entry])
+            text += f", {ratio}{TIMES}"
+        return Markdown(text)
+
+    def _choose_when(self, other: Artifact, workload: Workload | None) -> Markdown:  # noqa: PLR0911
+        """When to pick this artifact, from what was measured (a `choose_when` section overrides it)."""
+        own = self.sections.get(other.id, {}).get("choose_when")
+        if own:
+            return prose(" ".join(own.split()))
+        if not other.publish and not repo_exists(self.manifest, other):
+            return Markdown("not published")
+        if other.kind == "reference":
+            return Markdown("the original weights")
+        if other.kind == "draft":
+            return self._draft_when(other)
+        results = self._gate_results(other)
+        failed = [escape_markdown(r.gate.label or r.gate.id) for r in results if r.verdict == "fail"]
+        if failed:
+            return Markdown("avoid: fails a gate")
+        if not results or any(r.comparison is None for r in results):
+            return Markdown("not judged against the reference yet")
+        sizes = {a.id: self.measured.sizes[a.id][0] for a in self.manifest.artifact
+                 if a.id in self.measured.sizes and a.kind in {"quant", "variant"} and self.shown(a)
+                 and all(r.verdict == "pass" for r in self._gate_results(a)) and self._gate_results(a)}
+        if other.id in sizes and sizes[other.id] == min(sizes.values()) and len(sizes) > 1:
+            return Markdown("smallest that passes")
+        return Markdown("passes, smaller weights" if other.kind == "quant" else "passes every gate")
+
+    def _draft_when(self, other: Artifact) -> Markdown:
+        assert other.draft is not None
+        gates = self.draft_gates(other)
+        if gates is not None and gates["measured"] and not gates["passed"]:
+            return Markdown("avoid: draft gates fail")
+        target = other.draft.target
+        won = [escape_markdown(w.label or w.id) for w in self.manifest.workload
+               if (best := self.best(target, w.id)) is not None and best.entry.record.draft_artifact_id == other.id]
+        if won:
+            return Markdown(", ".join(won))
+        return Markdown("no workload yet: slower")
 
 
 def _creation(artifact: Artifact) -> Context | None:
@@ -546,7 +747,9 @@ def _val_metrics(text: str, artifact: Artifact) -> Context:
 
 
 def _provenance(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) -> Context:
-    gates = []
+    """Benchmark provenance as one line per gate and workload (a list never outgrows the card's column,
+    where a 13-column table did), and the machines and versions they ran on, each said once."""
+    gates, machines = [], []
     for gate in manifest.gate:
         results = [r for (aid, gid), r in measured.gates.items() if gid == gate.id]
         if not results:
@@ -554,36 +757,44 @@ def _provenance(manifest: Manifest, measured: FamilyMeasurements, artifact: Arti
         records = [r.entry.record for r in results]
         ns = sorted({r.n for r in records})
         dates = sorted(r.started_at[:10] for r in records)
-        gates.append({
-            "label": escape_markdown(gate.label or gate.id),
-            "description": escape_markdown(gate.description) if gate.description else None,
-            "harness": escape_markdown(_harness(records[0].harness, records[0].versions)),
-            "task": code_span(gate.task or " ".join(gate.command or []) or gate.entry_point or gate.id),
-            "metric": code_span(gate.metric), "mode": escape_markdown(gate.mode),
-            "n": escape_markdown("/".join(map(str, ns)) + (f" (limit {gate.limit})" if gate.limit else " (full set)")),
-            "seed": gate.seed, "budget": gate.max_tokens, "temperature": gate.temperature,
-            "hardware": escape_markdown(_hardware(records[0].hardware)),
-            "versions": escape_markdown(_versions(records[0].versions)),
-            "dates": escape_markdown(dates[0] if dates[0] == dates[-1] else f"{dates[0]} {DASH} {dates[-1]}"),
-            "margin": gate.margin,
-        })
+        generation = records[0].generation
+        settings = [f"{key} {generation[key]}" for key in ("temperature", "top_p", "num_fewshot")
+                    if generation.get(key) is not None]
+        harness = _harness(records[0].harness, records[0].versions)
+        task = code_span(gate.task or " ".join(gate.command or []) or gate.entry_point or gate.id)
+        parts = [f"{harness}, {task}, metric {code_span(gate.metric)}, {escape_markdown(gate.mode)}",
+                 escape_markdown(f"n {'/'.join(map(str, ns))}" + (f" (limit {gate.limit})" if gate.limit
+                                                                   else " (full set)")),
+                 escape_markdown(f"seed {gate.seed}, max tokens {gate.max_tokens}"
+                                 + "".join(f", {x}" for x in settings)),
+                 escape_markdown(f"margin {gate.margin:g}" + (f", floor {gate.floor:g}" if gate.floor is not None
+                                                                else "")
+                                 + (f", minimum recovery {gate.min_recovery:g}" if gate.min_recovery else "")),
+                 escape_markdown("measured " + _dates(dates))]
+        label = f"**{escape_markdown(gate.label or gate.id)}**"
+        if gate.description:
+            label += f": {escape_markdown(gate.description)}"
+        gates.append(Markdown(f"{label}; " + "; ".join(parts)))
+        machines += [(_hardware(r.hardware), _versions(r.versions)) for r in records]
     workloads = []
     for workload in manifest.workload:
         points = measured.points(workload_id=workload.id)
         if not points:
             continue
-        record = points[0].entry.record
         dates = sorted(p.entry.record.started_at[:10] for p in points)
-        workloads.append({
-            "label": escape_markdown(workload.label or workload.id), "prompts": code_span(workload.prompts),
-            "output_len": workload.output_len, "thinking": "on" if workload.thinking else "off",
-            "repeats": workload.repeats, "concurrency": escape_markdown(", ".join(map(str, workload.concurrency))),
-            "configs": escape_markdown(", ".join(workload.speculative)),
-            "hardware": escape_markdown(_hardware(record.hardware)),
-            "versions": escape_markdown(_versions(record.versions)),
-            "dates": escape_markdown(dates[0] if dates[0] == dates[-1] else f"{dates[0]} {DASH} {dates[-1]}"),
-        })
-    return {"gates": gates, "workloads": workloads}
+        text = (f"**{escape_markdown(workload.label or workload.id)}**: prompts {code_span(workload.prompts)}, "
+                + escape_markdown(f"output {'exactly ' if workload.ignore_eos else 'up to '}{workload.output_len} "
+                                  f"tokens, thinking {'on' if workload.thinking else 'off'}, {workload.repeats} "
+                                  f"repeats, concurrency {', '.join(map(str, workload.concurrency))}, configs "
+                                  f"{', '.join(workload.speculative)}; measured {_dates(dates)}"))
+        workloads.append(Markdown(text))
+        machines += [(_hardware(p.entry.record.hardware), _versions(p.entry.record.versions)) for p in points]
+    environments = [escape_markdown(f"{hardware}; {versions}") for hardware, versions in dict.fromkeys(machines)]
+    return {"gates": gates, "workloads": workloads, "environments": environments}
+
+
+def _dates(dates: list[str]) -> str:
+    return dates[0] if dates[0] == dates[-1] else f"{dates[0]} {DASH} {dates[-1]}"
 
 
 def _harness(harness: str, versions: Mapping[str, str]) -> str:
@@ -607,9 +818,9 @@ def _versions(versions: Mapping[str, str]) -> str:
                      if k in versions)
 
 
-def _links(manifest: Manifest, artifact: Artifact) -> Context:
-    family = [{"name": link(a.title or a.repo, hub_url(a.repo)), "kind": escape_markdown(a.kind),
-               "self": a.id == artifact.id} for a in manifest.artifact]
+def _links(manifest: Manifest, artifact: Artifact, view: _View) -> Context:
+    family = [{"name": view.name(a), "kind": escape_markdown(a.kind), "self": a.id == artifact.id,
+               "published": a.publish} for a in manifest.artifact if view.shown(a)]
     tools = []
     if artifact.quantization:
         q = artifact.quantization
@@ -617,6 +828,22 @@ def _links(manifest: Manifest, artifact: Artifact) -> Context:
     if artifact.draft and artifact.draft.trained_with:
         tools.append(escape_markdown(f"Trained with {artifact.draft.trained_with}"))
     return {"family": family, "tools": tools}
+
+
+def repo_exists(manifest: Manifest, artifact: Artifact) -> bool:
+    """Whether `artifact`'s Hub repo exists for readers: this release publishes it, or it is the family's
+    base model or a Hub source (someone else published it). A link to any other repo would be dead."""
+    sources = {a.source.hub for a in manifest.artifact if a.source.hub}
+    return artifact.publish or artifact.repo == manifest.family.base_model or artifact.repo in sources
+
+
+def _bunched(p: SpeedPoint, name: str) -> bool:
+    tpot = p.metrics.get("tpot_median_ms")
+    spread = p.entry.record.extra.get("spread")
+    pair = spread.get(name) if isinstance(spread, dict) else None
+    lowest = min([p.metrics[name]] + ([float(v) for v in pair if isinstance(v, int | float)]
+                                      if isinstance(pair, list) else []))
+    return lowest < 0.1 * tpot if tpot else lowest < 0.005
 
 
 def _sections(inputs: CardInputs, artifact: Artifact) -> dict[str, Markdown]:

@@ -30,6 +30,7 @@ SECTION_NAMES: Mapping[str, str] = {
     "training": "the training story of a draft (corpus, epochs, hardware)",
     "limitations": "bullet points of known limitations",
     "choose": "the rule of thumb above the family table",
+    "choose_when": "one line for this artifact's 'Choose when' cell of the family table (replaces the generated one)",
     "matrix": "notes under the full quality matrix",
     "provenance": "notes under benchmark provenance (closed harnesses, vendor numbers)",
     "links": "extra bullet points for links & provenance",

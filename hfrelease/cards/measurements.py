@@ -206,7 +206,8 @@ def _judge(gate: Gate, artifact_id: str, entry: RecordEntry, ref: RecordEntry | 
                           reason="no valid reference result to compare with")
     try:
         comparison = paired_comparison(dict(entry.scores), dict(ref.scores), margin=gate.margin,
-                                       higher_is_better=gate.higher_is_better, floor=gate.floor, seed=gate.seed)
+                                       higher_is_better=gate.higher_is_better, floor=gate.floor, seed=gate.seed,
+                                       min_recovery=gate.min_recovery)
     except MeasurementError as exc:
         return GateResult(**base, reference=ref, verdict="no-reference", reason=exc.message)  # type: ignore[arg-type]
     return GateResult(**base, comparison=comparison, reference=ref,  # type: ignore[arg-type]

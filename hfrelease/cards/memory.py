@@ -74,9 +74,3 @@ def figures(entries: Iterable[RecordEntry], *, weight_bytes: int | None) -> Memo
         kv_device=device if isinstance(device, str) else None,
         peak_bytes=int(peak_value) if peak_value is not None else None,
     )
-
-
-def gibibytes(size: float) -> str:
-    """GiB with two decimals, or four below 0.1 GiB (a demo model's few MiB must not print as 0.00)."""
-    value = size / GIB
-    return f"{value:.2f}" if value >= 0.1 else f"{value:.4f}"

@@ -57,5 +57,14 @@ def signed(value: float, places: int) -> str:
     return "+" + text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
-def gigabytes(size: int) -> str:
-    return f"{size / 1e9:.2f}" if size >= 1e8 else f"{size / 1e9:.4f}"
+_BINARY = (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024))
+
+
+def binary_size(size: float) -> tuple[str, str]:
+    """(value, unit) in binary units, one scale for every size on a card: GiB from 1 GiB, else MiB (KiB
+    below 1 MiB), so a demo model's 1.9 MiB never prints as "0.0012 GB" beside a "2.68 GiB"."""
+    for unit, scale in _BINARY:
+        if size >= scale or unit == "KiB":
+            value = size / scale
+            return (f"{value:.2f}" if value < 10 else f"{value:.1f}"), unit
+    raise AssertionError("unreachable")

@@ -21,6 +21,13 @@ d = 10% and ±8.8 at d = 20%; two *independent* runs at 70% accuracy would give 
 margin under ~5 points can only pass when the artifact nearly never disagrees with its reference; cards
 print the interval so a reader sees this.
 
+**Recovery** is the field's other reading of a quant (llm-compressor's CI and vendors' cards print it): the
+artifact's mean over the reference's (reference over artifact for lower-is-better metrics, so above 1 is
+always better). Its interval comes from the same bootstrap replicates as the delta's (the ratio of the two
+means in each replicate), so the two intervals describe the same resamples. `min_recovery`, when set,
+fails a gate whose recovery (the point estimate, as llm-compressor's >= 95 % gate reads it) is below it;
+the interval is printed beside it for the reader.
+
 A sign convention keeps every reading the same: `delta` is artifact - reference for higher-is-better
 metrics and reference - artifact for lower-is-better ones, so a negative delta always means "worse".
 """
@@ -54,6 +61,11 @@ class Comparison:
     margin: float
     floor: float | None
     p_value: float | None  # exact McNemar, for 0/1 scores only
+    # artifact mean / reference mean (inverted for lower-is-better); None when the reference's mean is 0
+    recovery: float | None = None
+    recovery_low: float | None = None
+    recovery_high: float | None = None
+    min_recovery: float | None = None
     method: Literal["paired-bootstrap"]
     verdict: Literal["pass", "fail"]
     reason: str
@@ -69,6 +81,7 @@ def paired_comparison(
     confidence: float = 0.95,
     resamples: int = 10_000,
     seed: int = 0,
+    min_recovery: float | None = None,
 ) -> Comparison:
     """Compare per-sample scores (doc id → score) of an artifact and its reference; see the module docstring.
 
@@ -104,14 +117,25 @@ def paired_comparison(
 
     rng = np.random.default_rng(seed)
     means = np.empty(resamples, dtype=np.float64)
+    a_means = np.empty(resamples, dtype=np.float64)
+    r_means = np.empty(resamples, dtype=np.float64)
     rows = max(1, _BLOCK_ELEMENTS // n)
     for start in range(0, resamples, rows):
         stop = min(resamples, start + rows)
         # Indices drawn as one (rows x n) array: each row is one bootstrap replicate of the paired sample.
         index = rng.integers(0, n, size=(stop - start, n))
         means[start:stop] = diff[index].mean(axis=1)
+        a_means[start:stop] = a[index].mean(axis=1)
+        r_means[start:stop] = r[index].mean(axis=1)
     alpha = 1.0 - confidence
     ci_low, ci_high = (float(x) for x in np.quantile(means, [alpha / 2, 1 - alpha / 2]))
+    recovery = recovery_low = recovery_high = None
+    top, bottom = (a, r) if higher_is_better else (r, a)
+    top_means, bottom_means = (a_means, r_means) if higher_is_better else (r_means, a_means)
+    if float(bottom.mean()) > 0 and bool((bottom_means > 0).all()):
+        recovery = float(top.mean() / bottom.mean())
+        ratios = top_means / bottom_means
+        recovery_low, recovery_high = (float(x) for x in np.quantile(ratios, [alpha / 2, 1 - alpha / 2]))
 
     binary = bool(np.isin(a, (0.0, 1.0)).all() and np.isin(r, (0.0, 1.0)).all())
     p_value = mcnemar_exact(int(((a == 1) & (r == 0)).sum()), int(((a == 0) & (r == 1)).sum())) if binary else None
@@ -123,6 +147,10 @@ def paired_comparison(
     if ci_low < -margin:
         verdict = "fail"
         reason = f"{summary}: the CI's lower bound is below -{margin:g}, so a loss beyond the margin is not ruled out."
+    elif min_recovery is not None and (recovery is None or recovery < min_recovery):
+        verdict = "fail"
+        got = "cannot be computed (the reference's mean is 0)" if recovery is None else f"is {recovery:.4f}"
+        reason = f"{summary} is within the margin, but the recovery {got}, below the minimum {min_recovery:g}."
     elif floor is not None and (artifact_mean < floor if higher_is_better else artifact_mean > floor):
         verdict = "fail"
         side = "below the floor" if higher_is_better else "above the ceiling"
@@ -141,6 +169,10 @@ def paired_comparison(
         margin=margin,
         floor=floor,
         p_value=p_value,
+        recovery=recovery,
+        recovery_low=recovery_low,
+        recovery_high=recovery_high,
+        min_recovery=min_recovery,
         method="paired-bootstrap",
         verdict=verdict,
         reason=reason,

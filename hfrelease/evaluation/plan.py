@@ -26,8 +26,8 @@ from hfrelease.sources import artifact_content
 
 # Gate fields that change how a measurement is judged, not what is measured: editing them re-judges the
 # recorded samples instead of re-running the gate.
-_JUDGEMENT_FIELDS = {"label", "description", "margin", "floor", "higher_is_better", "max_truncated", "artifacts",
-                     "num_concurrent"}
+_JUDGEMENT_FIELDS = {"label", "description", "margin", "floor", "min_recovery", "higher_is_better", "max_truncated",
+                     "artifacts", "num_concurrent"}
 
 
 @dataclass(frozen=True, kw_only=True)

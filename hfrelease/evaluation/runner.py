@@ -420,6 +420,7 @@ def judge(
                 comparison = paired_comparison(
                     _scores(ledger, record), _scores(ledger, ref), margin=gate.margin,
                     higher_is_better=gate.higher_is_better, floor=gate.floor, seed=gate.seed,
+                    min_recovery=gate.min_recovery,
                 )
             except MeasurementError as exc:
                 rows.append(replace(base, verdict="no-reference", reason=exc.message))

@@ -303,6 +303,8 @@ class Gate(Table):
     higher_is_better: bool = True
     margin: Annotated[float, Field(ge=0.0)]  # allowed drop against the reference (non-inferiority)
     floor: float | None = None  # absolute minimum, when set
+    # Minimum recovery (artifact mean / reference mean; the field's >= 0.95 convention), when set
+    min_recovery: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
     max_truncated: Fraction = 0.05  # above this share of cut-off/empty answers the run is void
     num_concurrent: PositiveInt = 8
     artifacts: list[Slug] | None = None  # default: every artifact that is not a draft

@@ -45,7 +45,7 @@ def test_planted_placeholder(demo_inputs: CardInputs, cards: tuple[Path, list[Ca
 
 def _sweep_value(text: str, concurrency: int) -> str:
     """The tok/s the card's concurrency sweep shows at `concurrency` (read from the recorded ledger's card)."""
-    match = re.search(rf"^\| {concurrency} \| ([0-9.]+) ", text, re.M)
+    match = re.search(rf"^\| {concurrency} \| ([0-9.]+) \(", text, re.M)
     assert match, f"no sweep row for concurrency {concurrency}"
     return match.group(1)
 
@@ -54,7 +54,7 @@ def test_untraced_number(demo_inputs: CardInputs, cards: tuple[Path, list[CardTe
     """A number in a measured block that is not in the provenance table is caught."""
     _, found = cards
     value = _sweep_value(found[1].text, 2)
-    bad = _edit(found[1], f"| 2 | {value} |", "| 2 | 999.9 |")
+    bad = _edit(found[1], f"| 2 | {value} (", "| 2 | 999.9 (")
     assert any("999.9" in p and "does not trace" in p for p in lint_cards(demo_inputs.manifest, [bad]))
 
 
@@ -73,9 +73,9 @@ def test_two_cards_disagree(demo_inputs: CardInputs, cards: tuple[Path, list[Car
     """The same measurement showing different values in two cards is caught (even without a ledger)."""
     _, found = cards
     reference, fp8 = found[0], found[1]
-    row = "| `gate.arith.fp8-dynamic.value` | Arithmetic (thinking) on fp8-dynamic |"
-    value = fp8.text.split(row)[1].split("|")[0].strip()
-    bad = _edit(fp8, f"{row} {value} |", f"{row} 99.9 |")
+    row = "- `gate.arith.fp8-dynamic.value` = "
+    value = fp8.text.split(row)[1].split(":")[0].strip()
+    bad = _edit(fp8, f"{row}{value}:", f"{row}99.9:")
     problems = lint_cards(demo_inputs.manifest, [reference, bad])
     assert any("gate.arith.fp8-dynamic.value" in p and "same value in every card" in p for p in problems)
 
@@ -83,12 +83,11 @@ def test_two_cards_disagree(demo_inputs: CardInputs, cards: tuple[Path, list[Car
 def test_stale_value_against_ledger(demo_inputs: CardInputs, cards: tuple[Path, list[CardText]]) -> None:
     """A provenance value the ledger does not give (hand-edited or stale) is caught."""
     _, found = cards
-    row = ("| `speed.load.fp8-dynamic.none.c2.output_throughput` | "
-           "output tok/s, load on fp8-dynamic, none, concurrency 2 |")
+    row = "- `speed.load.fp8-dynamic.none.c2.output_throughput` = "
     value = _sweep_value(found[1].text, 2)
     edited = f"{float(value) + 10:.1f}"
-    bad = _edit(found[1], f"{row} {value} |", f"{row} {edited} |")
-    bad = _edit(bad, f"| 2 | {value} |", f"| 2 | {edited} |")
+    bad = _edit(found[1], f"{row}{value}:", f"{row}{edited}:")
+    bad = _edit(bad, f"| 2 | {value} (", f"| 2 | {edited} (")
     problems = lint_cards(demo_inputs.manifest, [bad], inputs=demo_inputs)
     assert any(f"ledger gives {value}" in p for p in problems)
 
@@ -97,7 +96,7 @@ def test_front_matter_and_age(demo_inputs: CardInputs, cards: tuple[Path, list[C
     """Missing front-matter keys, a missing age line and numbers older than allowed are caught."""
     _, found = cards
     bad = _edit(found[1], "license: apache-2.0\n", "")
-    bad = _edit(bad, "measured between", "recorded around")
+    bad = _edit(bad, "measured on", "recorded around")
     problems = lint_cards(demo_inputs.manifest, [bad])
     assert any("lacks 'license'" in p for p in problems)
     assert any("does not say when" in p for p in problems)

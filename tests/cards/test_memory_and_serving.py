@@ -35,22 +35,25 @@ def _with_memory(inputs: CardInputs, memory: dict[str, Any] | None) -> CardInput
     return replace(inputs, records=tuple(entries))
 
 
-def _choose_row(readme: str, title: str) -> list[str]:
-    line = next(line for line in readme.splitlines() if line.startswith("| ") and title in line.split("|")[1])
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+def _memory_row(readme: str, title: str) -> dict[str, str]:
+    """The cells of `title`'s row in the family's memory table, by column header."""
+    table = readme.split("| Artifact | Weights | Memory to serve | Peak RAM |")[1]
+    lines = table.split("<!--", maxsplit=1)[0].splitlines()
+    header = ["Artifact", "Weights", "Memory to serve", "Peak RAM"]
+    line = next(line for line in lines if line.startswith("| ") and title in line.split("|")[1])
+    return dict(zip(header, [c.strip() for c in line.strip().strip("|").split("|")], strict=True))
 
 
 def test_memory_columns_are_computed_from_the_records(demo_inputs: CardInputs) -> None:
     """Memory to serve = weight files + 1024 tokens x (1 GiB / 2^20 tokens) of KV; peak = the recorded PSS."""
     inputs = _with_memory(demo_inputs, CPU_MEMORY)
     readme = render_family(inputs, plots=False, artifacts=["fp8-dynamic"]).card("fp8-dynamic").readme
-    header = _choose_row(readme, "Artifact")
-    row = _choose_row(readme, "tiny FP8-Dynamic")
+    row = _memory_row(readme, "tiny FP8-Dynamic")
     weights = sum(f.size for f in next(e.record for e in inputs.records
                                        if e.record.artifact_id == "fp8-dynamic").artifact_files)
-    serve = (weights + 1024 * GIB / 1_048_576) / GIB
-    assert row[header.index("Memory to serve GiB")] == f"{serve:.4f}"
-    assert row[header.index("Peak RAM GiB")] == f"{2_870_225_920 / GIB:.2f}"
+    serve = (weights + 1024 * GIB / 1_048_576) / 2**20  # a few MiB: printed in MiB, never as 0.0021 GiB
+    assert row["Memory to serve"] == f"{serve:.2f} MiB"
+    assert row["Peak RAM"] == f"{2_870_225_920 / GIB:.2f} GiB"
     assert "memory.fp8-dynamic.peak" in readme  # the provenance table names the record
 
 
@@ -60,19 +63,17 @@ def test_gpu_figures_use_the_loaded_weights(demo_inputs: CardInputs) -> None:
            "max_model_len": 65_536}
     readme = render_family(_with_memory(demo_inputs, gpu), plots=False,
                            artifacts=["fp8-dynamic"]).card("fp8-dynamic").readme
-    header = _choose_row(readme, "Artifact")
-    row = _choose_row(readme, "tiny FP8-Dynamic")
-    assert row[header.index("Memory to serve GiB")] == f"{4.61 + 65_536 * 12.5 / 204_800:.2f}"
-    assert row[header.index("Peak RAM GiB")] == "not measured"  # no PSS in these figures
+    row = _memory_row(readme, "tiny FP8-Dynamic")
+    assert row["Memory to serve"] == f"{4.61 + 65_536 * 12.5 / 204_800:.2f} GiB"
+    assert row["Peak RAM"] == "not measured"  # no PSS in these figures
 
 
 def test_memory_not_recorded_says_so(demo_inputs: CardInputs) -> None:
     readme = render_family(_with_memory(demo_inputs, None), plots=False,
                            artifacts=["fp8-dynamic"]).card("fp8-dynamic").readme
-    header = _choose_row(readme, "Artifact")
-    row = _choose_row(readme, "tiny FP8-Dynamic")
-    assert row[header.index("Memory to serve GiB")] == "not measured"
-    assert row[header.index("Peak RAM GiB")] == "not measured"
+    row = _memory_row(readme, "tiny FP8-Dynamic")
+    assert row["Memory to serve"] == "not measured"
+    assert row["Peak RAM"] == "not measured"
 
 
 def test_render_refuses_a_serve_command_that_was_not_measured(demo_inputs: CardInputs, tmp_path: Path) -> None:

@@ -1,0 +1,94 @@
+"""Issue 13's defects, each caught by a lint rule on the demo cards as main rendered them (fixtures/main_cards/),
+and absent from the cards rendered now."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hfrelease.cards import CardInputs, apply_changes, lint_cards, plan_changes, read_cards, render_family
+from hfrelease.cards.lint import MAX_TABLE_WIDTH, CardText, table_width, tables
+
+MAIN = Path(__file__).resolve().parent / "fixtures" / "main_cards"
+
+
+@pytest.fixture(scope="module")
+def main_problems(demo_inputs: CardInputs) -> list[str]:
+    """Every problem the lint finds in the cards main rendered (reference, quant, draft, unpublished draft)."""
+    cards = [CardText(artifact_id=p.parent.name, path=p, text=p.read_text()) for p in sorted(MAIN.glob("*/README.md"))]
+    return lint_cards(demo_inputs.manifest, cards)
+
+
+@pytest.fixture(scope="module")
+def fresh(demo_inputs: CardInputs, tmp_path_factory: pytest.TempPathFactory) -> list[CardText]:
+    """The demo cards rendered now from the same ledger, written with their plots."""
+    root = tmp_path_factory.mktemp("fresh")
+    apply_changes(plan_changes(render_family(demo_inputs), root))
+    found, problems = read_cards(demo_inputs.manifest, root)
+    assert not problems
+    return found
+
+
+@pytest.mark.parametrize(("defect", "needle"), [
+    ("the family table is 12 columns wide", "the Hub's card column shows at 1200 px"),
+    ("a slowdown is headlined", "headlines a config slower than no speculation"),
+    ("the draft card calls `draft` best where the reference card shows `ngram` faster",
+     "the best config for Long-document copy on reference"),
+    ("speed shows a median only", "without the spread of its repeats"),
+    ("a zero-width interval says nothing", "has zero width without saying that every pair agrees"),
+    ("a delta cell has no interval", "without its interval and n"),
+    ("GB beside GiB", "never GB"),
+    ("one date as a range", "names one date as a range"),
+    ("the unpublished under-trained repo is linked", "a repo this release never publishes"),
+])
+def test_main_cards_show_each_defect(main_problems: list[str], defect: str, needle: str) -> None:
+    """The lint reports this defect of main's demo cards."""
+    assert any(needle in p for p in main_problems), defect
+
+
+def test_fresh_cards_have_none_of_them(demo_inputs: CardInputs, fresh: list[CardText]) -> None:
+    """The cards rendered now pass every rule, checked against the ledger."""
+    assert lint_cards(demo_inputs.manifest, fresh, inputs=demo_inputs) == []
+
+
+def test_every_table_fits_the_card_column(fresh: list[CardText]) -> None:
+    """No table of any demo card is wider than the documented proxy of the Hub's column."""
+    widths = [table_width(t) for c in fresh for t in tables(c.text)]
+    assert widths and max(widths) <= MAX_TABLE_WIDTH
+
+
+def test_width_proxy_counts_unbreakable_words_and_two_line_wraps() -> None:
+    """A column needs its longest word (hyphens break) or half its widest cell, plus 3 of padding."""
+    assert table_width([["abc def ghij"], ["x"]]) == 6 + 3  # half of 12 beats the 4-letter word
+    assert table_width([["tiny-EAGLE3-untrained"]]) == 11 + 3  # breaks after hyphens: half of 21 wins
+    assert table_width([["a", "bb"]]) == 1 + 3 + 2 + 3
+
+
+def test_bunched_itl_is_caught(fresh: list[CardText], demo_inputs: CardInputs) -> None:
+    """An ITL cell printed as 0.00 ms is a lint problem."""
+    card = next(c for c in fresh if c.artifact_id == "reference")
+    row = next(line for line in card.text.splitlines() if line.startswith("| `none` |"))
+    cells = row.split("|")
+    cells[4] = " 0.00 "
+    bad = CardText(artifact_id=card.artifact_id, path=card.path, text=card.text.replace(row, "|".join(cells)))
+    assert any("measures bunched output" in p for p in lint_cards(demo_inputs.manifest, [bad]))
+
+
+def test_slower_config_marked_best_is_caught(fresh: list[CardText], demo_inputs: CardInputs) -> None:
+    """A row marked best with a speedup below 1x is a lint problem."""
+    card = next(c for c in fresh if c.artifact_id == "reference")
+    row = next(line for line in card.text.splitlines() if line.startswith("| `draft` |") and "0.90" in line)
+    bad = CardText(artifact_id=card.artifact_id, path=card.path,
+                   text=card.text.replace(row, row.rstrip().removesuffix("|").rstrip() + " best |"))
+    assert any("is marked best at 0.90" in p for p in lint_cards(demo_inputs.manifest, [bad]))
+
+
+def test_draft_card_names_its_wins_and_gates(fresh: list[CardText]) -> None:
+    """The draft card says which config wins each workload instead of headlining its own slowdown."""
+    draft = next(c for c in fresh if c.artifact_id == "draft").text
+    headline = draft.split("<!-- measured:begin -->")[1].split("<!-- measured:end -->")[0]
+    assert "Short chat: `none` is faster on reference" in headline
+    assert "Long-document copy: `ngram` is faster on reference" in headline
+    assert "Draft gates: pass" in headline
+    assert "0.90" not in headline
