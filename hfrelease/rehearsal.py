@@ -29,7 +29,7 @@ from hfrelease.errors import ConfigError, ConfigProblem, ExitCode, HfreleaseErro
 from hfrelease.ledger.hashing import HashCache
 from hfrelease.manifest import Manifest, find_manifest, load_manifest
 from hfrelease.publish import LOCAL, PublishReport, open_hub, publish_family, resolve_token
-from hfrelease.verification import VerifiedRepo, verify_family
+from hfrelease.verification import VerifiedRepo, verification_error, verify_family
 
 # `--hub manifest`: the manifest's [publish].endpoint, so a workflow never restates where the family goes.
 MANIFEST_HUB = "manifest"
@@ -212,6 +212,9 @@ def publish_and_verify(
             token = target.token or resolve_token()
             verified = verify_family(manifest, endpoint=target.endpoint, token=token.value if token else None,
                                      out_dir=out_dir, artifacts=tuple(artifacts))
+        error = verification_error(verified)
+        if error is not None:
+            raise error
     return report, tuple(verified)
 
 

@@ -1,7 +1,8 @@
-"""After a publish: download each repo's release tag fresh, check it against its MANIFEST, and serve one.
+"""After a publish: download each repo's release tag fresh, check every file, and serve one.
 
 A release is only as good as what a user downloads: this reads the tag back through huggingface_hub's
-`snapshot_download` (as `hf download` would), verifies every file's size and sha256, and optionally
+`snapshot_download` (as `hf download` would), checks every file's size and sha256 against the MANIFEST
+it carries, the Hub's own LFS oids and the bundle as published from this machine, and optionally
 starts vLLM on the downloaded copy, installing the `vllm_plugin/` shipped inside it, and asks it a
 question, so the published artifact is shown to serve, not just to exist.
 """
@@ -11,12 +12,14 @@ from __future__ import annotations
 import json
 import sys
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hfrelease.errors import PublishError
+from hfrelease.bundle import MANIFEST_NAME
+from hfrelease.errors import HfreleaseError, PublishError
 from hfrelease.manifest import Manifest
+from hfrelease.redact import redact
 from hfrelease.serving.command import build_serve_command
 from hfrelease.serving.plugin import ensure_plugin
 from hfrelease.serving.process import VllmServer, free_port
@@ -24,11 +27,21 @@ from hfrelease.serving.process import VllmServer, free_port
 
 @dataclass(frozen=True, kw_only=True)
 class VerifiedRepo:
+    """One repo's release tag as downloaded, what it was compared with, and every problem found (none: verified)."""
+
     artifact_id: str
     repo: str
     tag: str
+    commit: str | None
     directory: Path
     files: int
+    compared_with: tuple[str, ...]
+    problems: tuple[str, ...]
+    local_bundle: Path | None  # the MANIFEST of the local bundle compared with
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,23 +59,69 @@ def verify_family(
     token: str | None,
     out_dir: Path,
     artifacts: tuple[str, ...] = (),
+    bundle_dir: Path | None = None,
 ) -> list[VerifiedRepo]:
-    """Download every published artifact's release tag into `out_dir/<id>` and check it file by file."""
-    from hfrelease.publish import verify_release
+    """Download every published artifact's release tag into `out_dir/<id>` and check it file by file.
+
+    Each file is compared with the MANIFEST the release carries, the Hub's LFS oid (or git blob id), and
+    the local bundle: `bundle_dir/<id>/MANIFEST` (a `hfrelease bundle --out` directory), by default the
+    MANIFESTs `publish` kept in `<family>/.hfrelease/bundle/<tag>/` when this machine published the release.
+    Every repo is checked and reported, however many fail; `verification_error` turns failures into one error.
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from hfrelease.publish.record import published_dir, read_local_bundle
+    from hfrelease.publish.verify import check_release
 
     tag = manifest.tag_name()
+    explicit = bundle_dir is not None
+    bundles = bundle_dir if bundle_dir is not None else published_dir(manifest.root, tag)
+    api = HfApi(endpoint=endpoint, token=token)
     verified = []
     for artifact in manifest.artifact:
         if not artifact.publish or (artifacts and artifact.id not in artifacts):
             continue
-        directory = verify_release(artifact.repo, tag=tag, directory=out_dir / artifact.id, endpoint=endpoint,
-                                   token=token)
-        count = sum(1 for p in directory.rglob("*") if p.is_file() and ".cache" not in p.parts)
-        verified.append(VerifiedRepo(artifact_id=artifact.id, repo=artifact.repo, tag=tag, directory=directory,
-                                     files=count))
+        directory = out_dir / artifact.id
+        problems: list[str] = []
+        local = None
+        try:
+            local = read_local_bundle(bundles, artifact.id)
+        except (ValueError, UnicodeDecodeError) as error:
+            problems.append(f"the local bundle's {bundles / artifact.id / MANIFEST_NAME} is unreadable: {error}")
+        if local is None and explicit and not problems:
+            # Asked to compare with a bundle that does not hold this repo: not silently skipped.
+            problems.append(f"no local bundle for {artifact.id}: {bundles / artifact.id / MANIFEST_NAME} is missing")
+        try:
+            checked = check_release(artifact.repo, tag=tag, directory=directory, api=api,
+                                    local=local.entries if local else None,
+                                    local_manifest_sha256=local.manifest_sha256 if local else None)
+            commit, files, compared = checked.commit, checked.files, checked.compared_with
+            problems += checked.problems
+        except (HfreleaseError, HfHubHTTPError) as error:
+            # One repo the Hub will not serve (deleted, renamed, refused) must not hide the others' results.
+            message = error.message if isinstance(error, HfreleaseError) else f"{type(error).__name__}: {error}"
+            commit, files, compared = None, 0, ()
+            problems.append(redact(message))
+        verified.append(VerifiedRepo(artifact_id=artifact.id, repo=artifact.repo, tag=tag, commit=commit,
+                                     directory=directory, files=files, compared_with=compared,
+                                     problems=tuple(problems), local_bundle=local.path if local else None))
     if not verified:
         raise PublishError("no published artifact to verify", hint="Check [[artifact]].publish in the manifest.")
     return verified
+
+
+def verification_error(verified: Sequence[VerifiedRepo]) -> PublishError | None:
+    """One error naming every repo that failed and each of its problems (exit 7), or None when all passed."""
+    failed = [v for v in verified if not v.ok]
+    if not failed:
+        return None
+    lines = "\n".join(f"  - {v.repo} @ {v.tag}: {problem}" for v in failed for problem in v.problems)
+    return PublishError(
+        f"{len(failed)} of {len(verified)} published repo(s) do not match what was released:\n{lines}",
+        hint="What the Hub serves is not what was published. Look at each repo's commits and tag on the Hub; "
+             "re-publishing under the same tag is refused, so fix the repo there or release a new version.",
+    )
 
 
 def serve_downloaded(

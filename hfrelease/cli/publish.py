@@ -97,16 +97,20 @@ def _print_bundle(result: FamilyBundle, *, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, default=None,
               help="Show the plan per repo; push nothing (the default without a token).")  # fmt: skip
 @click.option("--pr", is_flag=True, default=None, help="Stop after staging every repo as a pull request.")
+@click.option("--allow-failed-gates", is_flag=True,
+              help="Publish artifacts whose recorded gate results failed; their release commits name the gates.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and outcome as JSON on stdout.")
 @click.pass_context
 def publish(
     ctx: click.Context, manifest: Path, artifacts: tuple[str, ...], hub: str | None, hub_root: Path | None,
-    dry_run: bool | None, pr: bool | None, as_json: bool,
+    dry_run: bool | None, pr: bool | None, allow_failed_gates: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """Push every repo of the family in one atomic, tagged commit each: all or nothing.
 
     Every repo is first staged (branch hfrelease/staging/<tag>, or a pull request with --pr) and verified;
-    only then are mains committed and tagged. After a failure, re-running resumes.
+    only then are mains committed and tagged. After a failure, re-running resumes. An artifact whose
+    recorded gate results failed is refused before anything is uploaded (exit 4), unless
+    --allow-failed-gates.
     """
     from hfrelease.cli.output import err_console
     from hfrelease.publish import publish_family
@@ -126,7 +130,7 @@ def publish(
     with release_progress(err_console, enabled=err_console.is_terminal and verbose < 2) as on_event:
         report = publish_family(
             _load(manifest), hub=hub, hub_root=hub_root, dry_run=dry_run, pr=pr, artifacts=artifacts, cache=cache,
-            echo=echo, on_event=on_event,
+            echo=echo, on_event=on_event, allow_failed_gates=allow_failed_gates,
         )  # fmt: skip
     cache.save()
     _print_report(report, as_json=as_json, verbose=verbose)
@@ -213,6 +217,10 @@ def _report_data(report: PublishReport) -> dict[str, Any]:
     outcome = report.outcome
     return {
         "endpoint": report.endpoint, "tag": report.plan.tag, "dry_run": report.dry_run,
+        "failed_gates_allowed": [{"artifact": p.artifact, "gate": p.gate, "verdict": p.kind, "text": p.text}
+                                 for p in report.gates.failed],
+        "unjudged_gates": [{"artifact": p.artifact, "gate": p.gate, "verdict": p.kind, "text": p.text}
+                           for p in report.gates.unjudged],
         "dry_run_reason": report.dry_run_reason, "token": report.token_source,
         "repos": [{
             "repo": r.repo, "artifact": r.bundle.artifact_id, "action": r.action, "tag_state": r.tag_state,
@@ -246,6 +254,9 @@ def _print_report(report: PublishReport, *, as_json: bool, verbose: int) -> None
         counts = (str(len(changes.added)), str(len(changes.changed)), str(len(changes.deleted)))
         table.add_row(r.repo, r.action, *counts, f"{changes.bytes_to_send:,}", f"{report.plan.tag} ({r.tag_state})")
     out_console.print(table)
+    for problem in report.gates.failed:
+        err_console.print(f"[yellow]gate failed, allowed by --allow-failed-gates:[/] {escape(problem.text)}",
+                          soft_wrap=True)
     for r in report.plan.repos:
         for note in r.bundle.notes:
             err_console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)

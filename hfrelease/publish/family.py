@@ -15,6 +15,8 @@ from hfrelease.bundle.plugin_check import PluginChecker, check_plugin
 from hfrelease.ledger.hashing import HashCache
 from hfrelease.manifest import Manifest, load_manifest
 from hfrelease.publish.events import OnEvent
+from hfrelease.publish.gates import GateCheck, check_gates
+from hfrelease.publish.record import published_dir, record_published
 from hfrelease.publish.release import Echo, ReleaseOutcome, ReleasePlan, execute_release, plan_release
 from hfrelease.publish.target import disable_xet, open_hub
 from hfrelease.publish.tokens import Token, resolve_token
@@ -36,6 +38,7 @@ class PublishReport:
     dry_run_reason: str | None
     endpoint: str
     token_source: str | None
+    gates: GateCheck  # recorded gate problems (failed ones only when allowed)
 
 
 def resume_command(root: Path, *, hub: str | None, hub_root: Path | None, artifacts: Sequence[str]) -> str:
@@ -65,6 +68,7 @@ def publish_family(
     plugin_checker: PluginChecker | None = check_plugin,
     echo: Echo | None = None,
     on_event: OnEvent | None = None,
+    allow_failed_gates: bool = False,
 ) -> PublishReport:
     """Bundle every published artifact, plan against the Hub, and release all-or-nothing.
 
@@ -72,9 +76,21 @@ def publish_family(
     default: the manifest's `[publish].endpoint`. `api` overrides both with a ready client. Without a
     token (given, or resolved the way huggingface_hub resolves it) the run is a dry run: the plan only.
     `echo` gets log lines, `on_event` the structured progress of `hfrelease.publish.events`.
+
+    An artifact whose recorded gate results fail (`gates.check_gates`) is refused before the Hub is
+    contacted, unless `allow_failed_gates`: then its release commit names those gates. Once the release
+    is on the Hub, each repo's MANIFEST is kept in `<family>/.hfrelease/bundle/<tag>/` for `verify`.
     """
     loaded = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
     bundle = bundle_family(loaded, cache=cache, artifacts=artifacts, plugin_checker=plugin_checker)
+    # After bundling: the weights are hashed (and cached) once, and the gates judge that same content.
+    gates = check_gates(loaded, artifacts=artifacts, hash_cache=cache, allow_failed=allow_failed_gates)
+    say = echo or (lambda _: None)
+    for problem in gates.failed:
+        say(f"published with --allow-failed-gates: {problem.text}")
+    if gates.unjudged:
+        say(f"{len(gates.unjudged)} gate(s) have no recorded result to judge for the current inputs: "
+            "publish does not stop on those (the release job does)")
     target_hub = hub or loaded.publish.endpoint
     with contextlib.ExitStack() as stack:
         if api is not None:
@@ -91,14 +107,17 @@ def publish_family(
             reason = "--dry-run"
         elif dry_run is None and credential is None and api is None:
             reason = "no Hub token found (HF_TOKEN, `hf auth login`, or trusted publishing): dry run"
-        plan = plan_release(bundle, client)
+        plan = plan_release(bundle, client, failed_gates=gates.by_artifact())
         outcome = None
         if reason is None:
             use_pr = loaded.publish.pr if pr is None else pr
             resume = resume_command(loaded.root, hub=hub or (api.endpoint if api is not None else None),
                                     hub_root=hub_root, artifacts=artifacts)  # fmt: skip
             outcome = execute_release(plan, client, pr=use_pr, echo=echo, on_event=on_event, resume_command=resume)
+            if outcome.status != "staged":
+                # What was published, kept off the Hub: `hfrelease verify` compares the Hub's copy with it.
+                record_published(bundle.repos, published_dir(loaded.root, bundle.tag))
         return PublishReport(
             bundle=bundle, plan=plan, outcome=outcome, dry_run=reason is not None, dry_run_reason=reason,
-            endpoint=endpoint, token_source=credential.source if credential else None,
+            endpoint=endpoint, token_source=credential.source if credential else None, gates=gates,
         )  # fmt: skip

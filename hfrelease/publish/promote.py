@@ -80,14 +80,14 @@ def promote_and_tag(
                 commit, status = r.main.commit, "tagged"
             else:
                 landed = commit_bundle(api, r.bundle, r.changes.operations(), revision="main", parent=r.main.commit,
-                                       title=f"Release {plan.tag}", run_id=run)  # fmt: skip
+                                       title=_release_title(plan.tag, r), run_id=run, note=r.commit_note())  # fmt: skip
                 commit = landed.commit
                 status = "published" if landed.ours else "already-published"
                 states[r.repo] = f"main committed at {commit[:12]}, not tagged yet"
                 verify_revision(api, r.bundle, commit, read_back=False)
             emit(StepDone(repo=r.repo, step="promote", commit=commit, detail=status))
             emit(StepStarted(repo=r.repo, step="tag"))
-            _tag(api, r.repo, plan.tag, commit)
+            _tag(api, r.repo, plan.tag, commit, note=r.commit_note())
             states[r.repo] = f"released: main at {commit[:12]}, tagged {plan.tag}"
         except Exception as error:
             # What each repo holds is read back from the Hub, not taken from what this run believes: a lost
@@ -177,15 +177,24 @@ def close_pull_request(
     say(f"{repo}: pull request #{number} closed ({tag} is on main at {commit[:12]})")
 
 
-def _tag(api: HfApi, repo: str, tag: str, commit: str) -> None:
+def _release_title(tag: str, r: RepoPlan) -> str:
+    """The release commit's title; it says when the artifact is published with failed gates (listed below it)."""
+    if not r.failed_gates:
+        return f"Release {tag}"
+    return f"Release {tag} (--allow-failed-gates: {len(r.failed_gates)} gate(s) failed, listed below)"
+
+
+def _tag(api: HfApi, repo: str, tag: str, commit: str, *, note: str = "") -> None:
     """Tag `commit`, safe against a lost answer; an existing tag at the same commit is fine.
 
     When the request fails, the tags are read back and decide: the Hub may have made the tag and the
     answer been lost (a dropped connection, a 5xx after the write), or a concurrent run of this release
     made it first (409; huggingface_hub's exist_ok does not check where an existing tag points).
+    `note`: the failed gates a release was published with, said in the tag's message as in its commit's
+    (a repo whose main already held the bundle gets no commit, only the tag).
     """
     try:
-        api.create_tag(repo, tag=tag, revision=commit, tag_message=f"hfrelease {tag}")
+        api.create_tag(repo, tag=tag, revision=commit, tag_message=f"hfrelease {tag}" + (f"\n\n{note}" if note else ""))
     except Exception as error:
         try:
             current = {t.name: t.target_commit for t in api.list_repo_refs(repo).tags}.get(tag)

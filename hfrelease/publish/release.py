@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 import tempfile
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -64,6 +64,14 @@ class RepoPlan:
     card_diff: str  # unified diff of README.md, Hub's main -> bundle ("" when equal)
     open_pr: int | None = None  # the open pull request an earlier `--pr` run made for this release
     staging_left: bool = False  # the staging branch exists (an interrupted run left it)
+    failed_gates: tuple[str, ...] = ()  # published with --allow-failed-gates: these did not pass
+
+    def commit_note(self) -> str:
+        """What this repo's commits (and tag) say about the gates it was published with failing ("" if none)."""
+        if not self.failed_gates:
+            return ""
+        lines = "\n".join(f"- {text}" for text in self.failed_gates)
+        return f"Published with --allow-failed-gates; these recorded gate results did not pass:\n{lines}"
 
     @property
     def repo(self) -> str:
@@ -98,7 +106,9 @@ class ReleaseOutcome:
     message: str
 
 
-def plan_repo(api: HfApi, bundle: RepoBundle, *, tag: str, family: str | None = None) -> RepoPlan:
+def plan_repo(
+    api: HfApi, bundle: RepoBundle, *, tag: str, family: str | None = None, failed_gates: tuple[str, ...] = ()
+) -> RepoPlan:
     """Read one repo; with `family`, also find the pull request a `--pr` run of this release left open."""
     main = read_revision(api, bundle.repo, "main")
     tag_commit: str | None = None
@@ -118,6 +128,7 @@ def plan_repo(api: HfApi, bundle: RepoBundle, *, tag: str, family: str | None = 
     return RepoPlan(
         bundle=bundle, main=main, changes=compare(bundle, main), tag_commit=tag_commit, tag_state=state,
         card_diff=_card_diff(api, bundle, main), open_pr=open_pr, staging_left=staging_left,
+        failed_gates=failed_gates,
     )  # fmt: skip
 
 
@@ -138,12 +149,19 @@ def _card_diff(api: HfApi, bundle: RepoBundle, main: RemoteRevision | None) -> s
     return redact("".join(lines))
 
 
-def plan_release(bundle: FamilyBundle, api: HfApi) -> ReleasePlan:
-    """Read the Hub and diff every repo against the bundle; writes nothing."""
+def plan_release(
+    bundle: FamilyBundle, api: HfApi, *, failed_gates: Mapping[str, tuple[str, ...]] | None = None
+) -> ReleasePlan:
+    """Read the Hub and diff every repo against the bundle; writes nothing.
+
+    `failed_gates`: artifact id -> the gates it is published with failing (`--allow-failed-gates`).
+    """
+    failed = failed_gates or {}
     repos = []
     for repo in bundle.repos:
         with hub_errors(f"planning {bundle.tag}: reading {repo.repo} (nothing was changed)"):
-            repos.append(plan_repo(api, repo, tag=bundle.tag, family=bundle.family))
+            repos.append(plan_repo(api, repo, tag=bundle.tag, family=bundle.family,
+                                   failed_gates=failed.get(repo.artifact_id, ())))
     return ReleasePlan(bundle=bundle, endpoint=api.endpoint, repos=tuple(repos))
 
 
@@ -290,10 +308,11 @@ def _stage_all(
             emit(StepStarted(repo=r.repo, step="stage"))
             if pr:
                 result = stage_as_pull_request(api, r.bundle, family=plan.bundle.family, tag=plan.tag, base=r.main,
-                                               run_id=run, progress=progress)  # fmt: skip
+                                               run_id=run, progress=progress, note=r.commit_note())  # fmt: skip
             else:
                 result = _reuse_pull_request(api, r) or stage_on_branch(
-                    api, r.bundle, tag=plan.tag, base=r.main, run_id=run, progress=progress, exists=r.staging_left
+                    api, r.bundle, tag=plan.tag, base=r.main, run_id=run, progress=progress, exists=r.staging_left,
+                    note=r.commit_note(),
                 )
             emit(StepDone(repo=r.repo, step="stage", commit=result.commit,
                           detail="committed" if result.committed else f"reused {result.ref}"))  # fmt: skip

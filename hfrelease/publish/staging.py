@@ -53,6 +53,10 @@ def _status(error: Exception) -> int | None:
     return error.response.status_code if isinstance(error, HfHubHTTPError) and error.response is not None else None
 
 
+def _description(note: str, run_id: str) -> str:
+    return f"{note}\n\n{RUN_MARKER} {run_id}" if note else f"{RUN_MARKER} {run_id}"
+
+
 def commit_message(api: HfApi, repo: str, commit: str) -> str:
     entries = api.list_repo_commits(repo, revision=commit)
     return entries[0].message if entries else ""
@@ -67,8 +71,11 @@ def commit_bundle(
     parent: str,
     title: str,
     run_id: str,
+    note: str = "",
 ) -> Landed:
     """One `create_commit` on `revision` with `parent_commit=parent`, safe against a lost answer.
+
+    `note` opens the commit's description (the failed gates a release was published with).
 
     The commit POST is not retried by huggingface_hub (a retry could commit twice). When it fails, the ref
     is read back: if it now holds exactly the bundle, the commit landed (ours if it carries this run's id,
@@ -76,7 +83,7 @@ def commit_bundle(
     """
     try:
         info = api.create_commit(
-            bundle.repo, list(operations), commit_message=title, commit_description=f"{RUN_MARKER} {run_id}",
+            bundle.repo, list(operations), commit_message=title, commit_description=_description(note, run_id),
             revision=revision, parent_commit=parent,
         )  # fmt: skip
     except Exception as error:
@@ -105,7 +112,7 @@ def commit_bundle(
 
 def stage_on_branch(
     api: HfApi, bundle: RepoBundle, *, tag: str, base: RemoteRevision, run_id: str, progress: Progress | None = None,
-    exists: bool = True,
+    exists: bool = True, note: str = "",
 ) -> Staged:  # fmt: skip
     """The bundle committed on the staging branch (created at `base` if missing).
 
@@ -130,7 +137,7 @@ def stage_on_branch(
         return Staged(repo=bundle.repo, ref=branch, commit=current.commit, pr_num=None, committed=False)
     landed = commit_bundle(
         api, bundle, changes.operations(progress), revision=branch, parent=current.commit, title=f"Stage {tag}",
-        run_id=run_id,
+        run_id=run_id, note=note,
     )  # fmt: skip
     return Staged(repo=bundle.repo, ref=branch, commit=landed.commit, pr_num=None, committed=landed.ours)
 
@@ -144,7 +151,7 @@ def find_pull_request(api: HfApi, repo: str, title: str) -> int | None:
 
 def stage_as_pull_request(
     api: HfApi, bundle: RepoBundle, *, family: str, tag: str, base: RemoteRevision, run_id: str,
-    progress: Progress | None = None,
+    progress: Progress | None = None, note: str = "",
 ) -> Staged:  # fmt: skip
     """The bundle as an open pull request against main: reused (or updated) if one for this tag is open."""
     title = pr_title(family, tag)
@@ -158,13 +165,14 @@ def stage_as_pull_request(
         if changes.empty:
             return Staged(repo=bundle.repo, ref=ref, commit=current.commit, pr_num=number, committed=False)
         landed = commit_bundle(
-            api, bundle, changes.operations(progress), revision=ref, parent=current.commit, title=title, run_id=run_id
+            api, bundle, changes.operations(progress), revision=ref, parent=current.commit, title=title, run_id=run_id,
+            note=note,
         )
         return Staged(repo=bundle.repo, ref=ref, commit=landed.commit, pr_num=number, committed=True)
     try:
         info = api.create_commit(
             bundle.repo, compare(bundle, base).operations(progress), commit_message=title,
-            commit_description=f"Release {tag} staged for review by hfrelease.\n\n{RUN_MARKER} {run_id}",
+            commit_description=f"Release {tag} staged for review by hfrelease.\n\n{_description(note, run_id)}",
             create_pr=True, parent_commit=base.commit,
         )  # fmt: skip
     except Exception:

@@ -1,13 +1,16 @@
 """Check what the Hub serves against the bundle: file by file, sha256 and size.
 
 Two depths: `verify_revision` (metadata of every file, plus MANIFEST and the card downloaded back and
-hashed; never a weight byte) runs on every staged and published commit; `verify_release` downloads a whole tag with
-`snapshot_download` and hashes every byte against the MANIFEST it carries, the check a consumer can run.
+hashed; never a weight byte) runs on every staged and published commit; `check_release` downloads a whole
+tag with `snapshot_download` and hashes every byte against the MANIFEST it carries, the Hub's own LFS oids
+and, when this machine published it, the bundle as it was published (`hfrelease verify`).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from huggingface_hub import HfApi, hf_hub_url, hf_raise_for_status, snapshot_download
@@ -15,19 +18,11 @@ from huggingface_hub import HfApi, hf_hub_url, hf_raise_for_status, snapshot_dow
 # Documented public helpers (huggingface_hub's "Utilities" reference), exported lazily, which mypy cannot see.
 from huggingface_hub.utils import build_hf_headers, http_backoff  # type: ignore[attr-defined]
 
-from hfrelease.bundle import MANIFEST_NAME, RepoBundle, parse_manifest
+from hfrelease.bundle import MANIFEST_NAME, ManifestEntry, RepoBundle, parse_manifest
 from hfrelease.errors import PublishError
-from hfrelease.publish.remote import KEPT, compare, read_revision
+from hfrelease.publish.remote import KEPT, RemoteFile, compare, read_revision
 
 _READ_BACK = (MANIFEST_NAME, "README.md")
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(8 * 1024 * 1024):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def verify_revision(api: HfApi, bundle: RepoBundle, commit: str, *, read_back: bool = True) -> None:
@@ -68,6 +63,124 @@ def _download(api: HfApi, repo: str, name: str, commit: str) -> bytes:
     return response.content
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReleaseCheck:
+    """One repo's release tag, downloaded and checked: what it was compared with, and every problem found."""
+
+    repo: str
+    tag: str
+    commit: str | None  # where the tag points (None: no such tag)
+    directory: Path
+    files: int  # files downloaded (the Hub's .gitattributes included)
+    compared_with: tuple[str, ...]  # "MANIFEST", "Hub LFS oids", "local bundle"
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Digest:
+    size: int
+    sha256: str
+    blob_id: str  # git's id of the bytes: what the Hub's tree lists for a regular (non-LFS) file
+
+
+def _digest(path: Path) -> _Digest:
+    """sha256 and git blob id in one read (a weight file is read once whatever it is compared with)."""
+    size = path.stat().st_size
+    sha256 = hashlib.sha256()
+    blob = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False)
+    with path.open("rb") as handle:
+        while chunk := handle.read(8 * 1024 * 1024):
+            sha256.update(chunk)
+            blob.update(chunk)
+    return _Digest(size=size, sha256=sha256.hexdigest(), blob_id=blob.hexdigest())
+
+
+def check_release(
+    repo: str,
+    *,
+    tag: str,
+    directory: Path,
+    api: HfApi,
+    local: Mapping[str, ManifestEntry] | None = None,
+    local_manifest_sha256: str | None = None,
+) -> ReleaseCheck:
+    """Download `tag` of `repo` into `directory` and check every file three ways; never raises on a mismatch.
+
+    1. the MANIFEST the release carries (sha256 and size of every other file, no file left out or added);
+    2. the Hub's own record of each file at the tagged commit: the LFS oid (the sha256 the Hub stored the
+       object under) for LFS files, the git blob id for regular ones;
+    3. `local`, the MANIFEST entries of the bundle as it was published from this machine (and
+       `local_manifest_sha256`, that MANIFEST's own hash), when there is one.
+
+    The first two only show that the Hub is consistent with itself: whoever can push to the repo can
+    replace a file and its MANIFEST line and move the tag, and both still agree. Only the third, kept
+    off the Hub, catches that. Problems are returned, one per file, for the caller to report with other repos'.
+    """
+    tags = {t.name: t.target_commit for t in api.list_repo_refs(repo).tags}
+    commit = tags.get(tag)
+    compared = ("MANIFEST", "Hub LFS oids", *(("local bundle",) if local is not None else ()))
+    if commit is None:
+        return ReleaseCheck(repo=repo, tag=tag, commit=None, directory=directory, files=0, compared_with=compared,
+                            problems=(f"no tag {tag} (publish the release first: `hfrelease publish`)",))
+    remote = read_revision(api, repo, commit)
+    listed = remote.files if remote is not None else {}
+    snapshot_download(repo, revision=commit, local_dir=directory, endpoint=api.endpoint, token=api.token)
+    # snapshot_download(local_dir=...) keeps its own metadata under .cache/huggingface/.
+    downloaded = {p.relative_to(directory).as_posix(): p for p in sorted(directory.rglob("*"))
+                  if p.is_file() and not p.relative_to(directory).as_posix().startswith(".cache/")}
+    problems: list[str] = []
+    carried: dict[str, ManifestEntry] = {}
+    if MANIFEST_NAME not in downloaded:
+        problems.append(f"{MANIFEST_NAME}: not in the release")
+    else:
+        try:
+            carried = parse_manifest(downloaded[MANIFEST_NAME].read_bytes())
+        except (ValueError, UnicodeDecodeError) as error:
+            problems.append(f"{MANIFEST_NAME}: unreadable ({error})")
+    for path, file in downloaded.items():
+        digest = _digest(file)
+        problems += _file_problems(path, digest, hub=listed.get(path), carried=carried.get(path),
+                                   local=None if local is None else local.get(path), has_local=local is not None,
+                                   has_manifest=bool(carried))  # fmt: skip
+        if path == MANIFEST_NAME and local_manifest_sha256 is not None and digest.sha256 != local_manifest_sha256:
+            problems.append(f"{MANIFEST_NAME}: differs from the local bundle's MANIFEST (the release was changed "
+                            "on the Hub after it was published from here)")
+    missing = sorted({*carried, *(local or {}), *listed} - set(downloaded))
+    problems += [f"{path}: missing from the download" for path in missing]
+    return ReleaseCheck(repo=repo, tag=tag, commit=commit, directory=directory, files=len(downloaded),
+                        compared_with=compared, problems=tuple(problems))
+
+
+def _file_problems(
+    path: str, digest: _Digest, *, hub: RemoteFile | None, carried: ManifestEntry | None,
+    local: ManifestEntry | None, has_local: bool, has_manifest: bool,
+) -> list[str]:  # fmt: skip
+    found = []
+    if hub is None:
+        found.append(f"{path}: downloaded, but not in the Hub's tree at the tagged commit")
+    elif hub.sha256 is not None and (hub.sha256 != digest.sha256 or hub.size != digest.size):
+        found.append(f"{path}: downloads as sha256 {digest.sha256[:12]}, the Hub's LFS oid is {hub.sha256[:12]}")
+    elif hub.sha256 is None and hub.blob_id != digest.blob_id:
+        found.append(f"{path}: downloads as git blob {digest.blob_id[:12]}, the Hub's tree lists {hub.blob_id[:12]}")
+    if path == MANIFEST_NAME or path in KEPT:
+        return found
+    if has_manifest:
+        if carried is None:
+            found.append(f"{path}: not in MANIFEST")
+        elif (carried.sha256, carried.size) != (digest.sha256, digest.size):
+            found.append(f"{path}: differs from MANIFEST")
+    if has_local:
+        if local is None:
+            found.append(f"{path}: not in the local bundle")
+        elif (local.sha256, local.size) != (digest.sha256, digest.size):
+            found.append(f"{path}: sha256 {digest.sha256[:12]} differs from the local bundle's {local.sha256[:12]}")
+    return found
+
+
 def verify_release(
     repo: str,
     *,
@@ -77,32 +190,9 @@ def verify_release(
     token: str | None = None,
     api: HfApi | None = None,
 ) -> Path:
-    """Download `tag` of `repo` into `directory` and check every file against its MANIFEST; return `directory`.
-
-    Also checks the tag resolves to a commit and that the download holds no file MANIFEST does not list.
-    """
+    """Download `tag` of `repo` into `directory` and check it (`check_release`, no local bundle); return `directory`."""
     client = api or HfApi(endpoint=endpoint, token=token)
-    tags = {t.name: t.target_commit for t in client.list_repo_refs(repo).tags}
-    if tag not in tags:
-        raise PublishError(f"{repo}: no tag {tag}", hint="Publish the release first (`hfrelease publish`).")
-    snapshot_download(repo, revision=tags[tag], local_dir=directory, endpoint=client.endpoint, token=client.token)
-    manifest_path = directory / MANIFEST_NAME
-    if not manifest_path.is_file():
-        raise PublishError(f"{repo}@{tag}: no {MANIFEST_NAME} in the release")
-    entries = parse_manifest(manifest_path.read_bytes())
-    problems = []
-    for entry in entries.values():
-        path = directory / entry.path
-        if not path.is_file():
-            problems.append(f"{entry.path} missing")
-        elif path.stat().st_size != entry.size or _sha256_file(path) != entry.sha256:
-            problems.append(f"{entry.path} differs from MANIFEST")
-    listed = {*entries, MANIFEST_NAME, *KEPT}
-    for path in directory.rglob("*"):
-        relative = path.relative_to(directory).as_posix()
-        # snapshot_download(local_dir=...) keeps its own metadata under .cache/huggingface/.
-        if path.is_file() and not relative.startswith(".cache/") and relative not in listed:
-            problems.append(f"{relative} is not in MANIFEST")
-    if problems:
-        raise PublishError(f"{repo}@{tag} does not match its MANIFEST: {'; '.join(problems[:10])}")
+    checked = check_release(repo, tag=tag, directory=directory, api=client)
+    if not checked.ok:
+        raise PublishError(f"{repo}@{tag} does not match its MANIFEST: {'; '.join(checked.problems[:10])}")
     return directory

@@ -171,7 +171,7 @@ def test_verify_release_downloads_and_checks_every_file(family: Path, api: HfApi
     api.create_commit(repo, [CommitOperationAdd("config.json", b"{}")], commit_message="tamper")
     api.delete_tag(repo, tag="v1.0")
     api.create_tag(repo, tag="v1.0")
-    with pytest.raises(PublishError, match=r"config\.json differs"):
+    with pytest.raises(PublishError, match=r"config\.json: differs from MANIFEST"):
         verify_release(repo, tag="v1.0", directory=tmp_path / "v2", api=api)
 
 
