@@ -85,10 +85,8 @@ def _print(verified: list[VerifiedRepo], served: ServedCheck | None, *, as_json:
         table.add_row(v.artifact_id, v.repo, v.tag, result, str(v.files), ", ".join(v.compared_with),
                       str(v.directory))
     out_console.print(table)
+    # Each problem is named once, by the error that ends the command (`verification_error`).
     for v in verified:
-        for problem in v.problems:
-            # Paths come from the Hub: printed as text, never as Rich markup.
-            err_console.print(f"[red]{escape(v.repo)}:[/] {escape(problem)}", soft_wrap=True)
         if v.ok and v.local_bundle is None:
             err_console.print(f"[yellow]note:[/] {escape(v.repo)}: no local bundle to compare with (the Hub's "
                               "MANIFEST and LFS oids only; pass --bundle DIR)", soft_wrap=True)

@@ -3,10 +3,11 @@
 `hfrelease release` stops before publishing when a gate of a published artifact does not pass
 (`hfrelease.release_policy.decide_gates`); a plain `hfrelease publish` must not be the way around that.
 It judges the same ledger with the same function and refuses every artifact whose *recorded* result
-failed or was void. A gate with no record for the current inputs (never evaluated here, or evaluated on
-other weights) or none for the reference to compare with is not a recorded failure: it is counted and
-said, and stays the release job's to stop on. `--allow-failed-gates` publishes all the same, and the
-release commit of each such repo names the gates it failed.
+the decision calls failed (or void: a draft's speed records). A gate with no usable record for the
+current inputs (never evaluated here, evaluated on other weights, or only a void run, which the ledger
+does not offer as a result) or none for the reference to compare with is not a recorded failure: it is
+counted and said, and stays the release job's to stop on. `--allow-failed-gates` publishes all the
+same, and the release commit of each such repo names the gates it failed.
 """
 
 from __future__ import annotations
