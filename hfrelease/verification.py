@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hfrelease.bundle import MANIFEST_NAME
-from hfrelease.errors import HfreleaseError, PublishError
+from hfrelease.errors import HubError, PublishError
 from hfrelease.manifest import Manifest
-from hfrelease.redact import redact
 from hfrelease.serving.command import build_serve_command
 from hfrelease.serving.plugin import ensure_plugin
 from hfrelease.serving.process import VllmServer, free_port
@@ -69,8 +68,8 @@ def verify_family(
     Every repo is checked and reported, however many fail; `verification_error` turns failures into one error.
     """
     from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
 
+    from hfrelease.hub_errors import hub_errors
     from hfrelease.publish.record import published_dir, read_local_bundle
     from hfrelease.publish.verify import check_release
 
@@ -93,16 +92,19 @@ def verify_family(
             # Asked to compare with a bundle that does not hold this repo: not silently skipped.
             problems.append(f"no local bundle for {artifact.id}: {bundles / artifact.id / MANIFEST_NAME} is missing")
         try:
-            checked = check_release(artifact.repo, tag=tag, directory=directory, api=api,
-                                    local=local.entries if local else None,
-                                    local_manifest_sha256=local.manifest_sha256 if local else None)
+            with hub_errors(f"verifying {artifact.repo} @ {tag}"):
+                checked = check_release(artifact.repo, tag=tag, directory=directory, api=api,
+                                        local=local.entries if local else None,
+                                        local_manifest_sha256=local.manifest_sha256 if local else None)
             commit, files, compared = checked.commit, checked.files, checked.compared_with
             problems += checked.problems
-        except (HfreleaseError, HfHubHTTPError) as error:
-            # One repo the Hub will not serve (deleted, renamed, refused) must not hide the others' results.
-            message = error.message if isinstance(error, HfreleaseError) else f"{type(error).__name__}: {error}"
+        except HubError as error:
+            # A repo the Hub says is not there (deleted, renamed) is this repo's finding, and must not hide the
+            # others' results; a refused token, a failing or silent Hub is every repo's, and ends the command.
+            if error.status != 404:
+                raise
             commit, files, compared = None, 0, ()
-            problems.append(redact(message))
+            problems.append(error.message)
         verified.append(VerifiedRepo(artifact_id=artifact.id, repo=artifact.repo, tag=tag, commit=commit,
                                      directory=directory, files=files, compared_with=compared,
                                      problems=tuple(problems), local_bundle=local.path if local else None))

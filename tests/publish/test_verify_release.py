@@ -133,3 +133,15 @@ def test_served_bytes_that_differ_from_the_lfs_oid_are_caught(
     assert code == 7, err
     assert any(p.startswith("model.safetensors: downloads as sha256") and "LFS oid" in p
                for p in data["verified"][0]["problems"])
+
+
+def test_a_repo_gone_from_the_hub_does_not_hide_the_others(
+    released: Path, hub: HubServer, api: HfApi, cli: CliRun, tmp_path: Path
+) -> None:
+    """The first repo deleted on the Hub: it is reported as not found, and the second is still verified."""
+    api.delete_repo(Q0)
+    code, data, err = _verify(cli, released, hub, tmp_path)
+    assert code == 7, err
+    (gone,), checked = data["verified"][0]["problems"], data["verified"][1]
+    assert "404" in gone and Q0 in gone
+    assert checked["ok"] is True and checked["files"] > 0
