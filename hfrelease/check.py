@@ -36,11 +36,15 @@ def tree_problems(manifest: Manifest) -> list[ConfigProblem]:
     """Every file the release would ship or quote that the allowlist refuses, found before anything runs.
 
     The same gathering `hfrelease bundle` does (declared files, checkpoints, rendered cards, the ledger, the
-    plugin; Hub sources are left to the bundle), and the sections a render would quote.
+    plugin; Hub sources are left to the bundle), and the sections and ledger entries a render would read.
     """
     from hfrelease.bundle import file_problems
-    from hfrelease.cards.inputs import section_problems
+    from hfrelease.cards.inputs import results_problems, section_problems
 
     problems = file_problems(manifest)
     problems += [ConfigProblem(location=path, message=message) for path, message in section_problems(manifest)]
+    # The ledger as cards read it (every artifact's, published or not), where the bundle has not said it yet.
+    seen = {p.location.rstrip("/") for p in problems}
+    problems += [ConfigProblem(location=path, message=message) for path, message in results_problems(manifest)
+                 if path.rstrip("/") not in seen]  # fmt: skip
     return problems

@@ -65,6 +65,13 @@ def entry_for(record: LedgerRecord, scores: Mapping[str, float] | None = None) -
 def read_inputs(manifest: Manifest, *, ledger_root: Path | None = None) -> CardInputs:
     """Read the family's ledger (`results/`), `sections/` and the artifacts' declared text files."""
     ledger = Ledger(ledger_root or manifest.root / "results")
+    problems = results_problems(manifest, ledger_root=ledger_root)
+    if problems:
+        raise CardError(
+            "the ledger holds files no card may read:\n" + "\n".join(f"  - {p}: {m}" for p, m in problems),
+            hint="A ledger's records and samples are regular files inside its directory (a link out of it is "
+                 "never followed): copy them in, or remove the links.",
+        )
     entries: list[RecordEntry] = []
     if ledger.root.is_dir():
         for record in ledger.records():
@@ -76,6 +83,29 @@ def read_inputs(manifest: Manifest, *, ledger_root: Path | None = None) -> CardI
         sections=read_sections(manifest),
         files=_read_files(manifest),
     )
+
+
+def results_problems(manifest: Manifest, *, ledger_root: Path | None = None) -> list[tuple[str, str]]:
+    """(path, what is wrong) of each entry of the ledger that resolves out of the family (or of `ledger_root`,
+    a merged ledger elsewhere) or is not a regular file: checked before the ledger reads any of them."""
+    from hfrelease.bundle.allowlist import Tree
+
+    results = ledger_root or manifest.root / "results"
+    tree = Tree.of(ledger_root or manifest.root)
+    shown = (lambda p: p.relative_to(manifest.root).as_posix()) if ledger_root is None else str
+    problems: list[tuple[str, str]] = []
+    if not results.is_dir() and not results.is_symlink():
+        return problems
+    entries = [results, *results.iterdir()] if tree.outside(results) is None else [results]
+    for entry in entries:
+        children = sorted(entry.iterdir()) if entry != results and entry.is_dir() and not entry.is_symlink() else []
+        for path in [entry, *children]:
+            outside = tree.outside(path)
+            if outside is not None:
+                problems.append((shown(path), f"{outside.reason} ({outside.fix})"))
+            elif path != results and not path.is_dir() and not path.is_file():
+                problems.append((shown(path), "not a regular file (a FIFO, device or socket)"))
+    return problems
 
 
 def read_sections(manifest: Manifest) -> dict[str, dict[str, str]]:

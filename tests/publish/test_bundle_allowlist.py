@@ -249,3 +249,28 @@ def test_clean_family_passes_check_and_ships_plots_and_ledger(cli: CliRun, tmp_p
     assert (code, problems) == (0, {})
     paths = {f.path for f in bundle_family(load_manifest(family), plugin_checker=fake_plugin_check).repos[0].files}
     assert {"plots/quality.png", "train_command.txt", "model-00002.safetensors"} <= paths
+
+
+def test_render_refuses_a_ledger_link_out_of_the_tree(cli: CliRun, family: Path, outside: Path) -> None:
+    """A record of the unpublished reference linked from outside: check places it, render reads none of it."""
+    (outside / "gate-x-0123456789ab-0123456789ab.json").write_text("{}\n")
+    (family / "results" / "ref").mkdir(parents=True)
+    (family / "results" / "ref" / "gate-x-0123456789ab-0123456789ab.json").symlink_to(
+        outside / "gate-x-0123456789ab-0123456789ab.json"
+    )
+    code, problems = _check(cli, family)
+    assert code == 3 and "outside" in problems["results/ref/gate-x-0123456789ab-0123456789ab.json"]
+    code, _, err = cli(["render", str(family)])
+    assert code == 3 and "results/ref/gate-x-0123456789ab-0123456789ab.json" in err
+
+
+def test_fifo_section_is_refused_without_reading_it(cli: CliRun, family: Path) -> None:
+    """sections/summary.md as a FIFO (a read would wait forever): check and render refuse it at once."""
+    import os
+
+    (family / "sections").mkdir()
+    os.mkfifo(family / "sections" / "summary.md")
+    code, problems = _check(cli, family)
+    assert code == 3 and "regular file" in problems["sections/summary.md"]
+    code, _, err = cli(["render", str(family)])
+    assert code == 3 and "sections/summary.md" in err
