@@ -84,19 +84,24 @@ class ReleaseCheck:
 class _Digest:
     size: int
     sha256: str
-    blob_id: str  # git's id of the bytes: what the Hub's tree lists for a regular (non-LFS) file
+    blob_id: str | None  # git's id of the bytes, computed only for a file the Hub keeps as a regular git blob
 
 
-def _digest(path: Path) -> _Digest:
-    """sha256 and git blob id in one read (a weight file is read once whatever it is compared with)."""
+def _digest(path: Path, *, git_blob: bool) -> _Digest:
+    """sha256 (and, with `git_blob`, the git blob id) in one read: a weight file is read once.
+
+    The blob id is what the Hub's tree lists for a regular (non-LFS) file; an LFS file is known by its
+    sha256, so a multi-GB weight is not also run through sha1.
+    """
     size = path.stat().st_size
     sha256 = hashlib.sha256()
-    blob = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False)
+    blob = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False) if git_blob else None
     with path.open("rb") as handle:
         while chunk := handle.read(8 * 1024 * 1024):
             sha256.update(chunk)
-            blob.update(chunk)
-    return _Digest(size=size, sha256=sha256.hexdigest(), blob_id=blob.hexdigest())
+            if blob is not None:
+                blob.update(chunk)
+    return _Digest(size=size, sha256=sha256.hexdigest(), blob_id=blob.hexdigest() if blob is not None else None)
 
 
 def check_release(
@@ -142,8 +147,9 @@ def check_release(
         except (ValueError, UnicodeDecodeError) as error:
             problems.append(f"{MANIFEST_NAME}: unreadable ({error})")
     for path, file in downloaded.items():
-        digest = _digest(file)
-        problems += _file_problems(path, digest, hub=listed.get(path), carried=carried.get(path),
+        hub = listed.get(path)
+        digest = _digest(file, git_blob=hub is not None and hub.sha256 is None)
+        problems += _file_problems(path, digest, hub=hub, carried=carried.get(path),
                                    local=None if local is None else local.get(path), has_local=local is not None,
                                    has_manifest=bool(carried))  # fmt: skip
         if path == MANIFEST_NAME and local_manifest_sha256 is not None and digest.sha256 != local_manifest_sha256:
@@ -165,7 +171,8 @@ def _file_problems(
     elif hub.sha256 is not None and (hub.sha256 != digest.sha256 or hub.size != digest.size):
         found.append(f"{path}: downloads as sha256 {digest.sha256[:12]}, the Hub's LFS oid is {hub.sha256[:12]}")
     elif hub.sha256 is None and hub.blob_id != digest.blob_id:
-        found.append(f"{path}: downloads as git blob {digest.blob_id[:12]}, the Hub's tree lists {hub.blob_id[:12]}")
+        found.append(f"{path}: downloads as git blob {(digest.blob_id or '')[:12]}, the Hub's tree lists "
+                     f"{hub.blob_id[:12]}")
     if path == MANIFEST_NAME or path in KEPT:
         return found
     if has_manifest:

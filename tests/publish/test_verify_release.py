@@ -121,18 +121,20 @@ def test_a_bundle_dir_without_the_repo_is_a_problem_not_a_skip(
     assert data["verified"][1]["problems"][0].startswith("no local bundle for q1")
 
 
-def test_served_bytes_that_differ_from_the_lfs_oid_are_caught(
+def test_served_bytes_that_differ_from_the_hubs_own_ids_are_caught(
     released: Path, hub: HubServer, cli: CliRun, tmp_path: Path
 ) -> None:
-    """An LFS object whose stored bytes no longer hash to its oid is named against the Hub's own oid."""
-    sha = hashlib.sha256((released / "checkpoints" / "q0" / "model.safetensors").read_bytes()).hexdigest()
-    (stored,) = [p for p in (tmp_path / "hub").rglob(sha) if p.is_file()]
-    stored.chmod(0o644)
-    stored.write_bytes(bytes(b ^ 0xFF for b in stored.read_bytes()))
+    """Stored bytes that no longer match the Hub's LFS oid (a weight) or git blob id (config.json) are named."""
+    for name in ("model.safetensors", "config.json"):
+        sha = hashlib.sha256((released / "checkpoints" / "q0" / name).read_bytes()).hexdigest()
+        (stored,) = [p for p in (tmp_path / "hub").rglob(sha) if p.is_file()]
+        stored.chmod(0o644)
+        stored.write_bytes(bytes(b ^ 0xFF for b in stored.read_bytes()))
     code, data, err = _verify(cli, released, hub, tmp_path)
     assert code == 7, err
-    assert any(p.startswith("model.safetensors: downloads as sha256") and "LFS oid" in p
-               for p in data["verified"][0]["problems"])
+    problems = data["verified"][0]["problems"]
+    assert any(p.startswith("model.safetensors: downloads as sha256") and "LFS oid" in p for p in problems)
+    assert any(p.startswith("config.json: downloads as git blob") for p in problems)
 
 
 def test_a_repo_gone_from_the_hub_does_not_hide_the_others(
