@@ -115,7 +115,7 @@ def eval_(
                                  force=force, dry_run=False, drafts=drafts)
         session = SpeedSession(speed_plan, ledger=ledger, run_dir=directory)
     report = _run_live(plan, ledger=ledger, run_dir=directory, cache=cache, endpoint=endpoint, as_json=as_json,
-                       speed=session)
+                       speed=session, force=force)
     cache.save()
     if session is not None:
         code = _run_with_speed(lambda: _print_report(report, as_json=as_json, hash_bytes_read=cache.bytes_read),
@@ -249,7 +249,7 @@ class _SpeedOnGateServer:
 
 def _run_live(
     plan: EvalPlan, *, ledger: Any, run_dir: Path, cache: Any, endpoint: str | None, as_json: bool,
-    speed: SpeedSession | None = None,
+    speed: SpeedSession | None = None, force: bool = False,
 ) -> EvalReport:
     from rich.console import Console
     from rich.live import Live
@@ -273,7 +273,8 @@ def _run_live(
         with Live(get_renderable=view.render, console=live_console, refresh_per_second=4,
                   transient=False, redirect_stdout=False, redirect_stderr=False):
             report = run_eval(plan, ledger=ledger, run_dir=run_dir, hash_cache=cache, endpoint=endpoint, events=view,
-                              after_gates=_sharing(speed, view) if speed is not None else None)
+                              after_gates=_sharing(speed, view) if speed is not None else None,
+                              request_cache=cache_dir() / "requests", force=force)
         _ci_summary(gates=report)
         return report
     finally:

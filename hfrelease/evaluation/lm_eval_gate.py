@@ -5,22 +5,31 @@ them only to observe what lm-eval drops: each response's `finish_reason` (a gate
 off is a failed measurement, not a low score), empty `content` (a reasoning model that spent its whole
 budget thinking), and progress for the live view. Values are taken from lm-eval's own results dict, so
 the number recorded is the number lm-eval reports.
+
+Each answered request is kept on disk as it arrives (`RequestCache`: lm-eval's own request cache, its
+`use_cache` sqlite file, plus each answer's finish reason, which lm-eval does not keep), so a gate
+interrupted by a dead or stalled server, a timeout or Ctrl-C resumes from its answered requests instead
+of sending them all again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
 import shlex
+import sqlite3
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from hfrelease.errors import MeasurementError
+from hfrelease.evaluation.timeouts import MAX_RETRIES, gate_request_timeout
 from hfrelease.manifest import Gate
 
 Progress = Callable[[int, int], None]  # (requests done, requests total)
@@ -41,6 +50,48 @@ class GateRun:
     requests: int
     task_hash: str | None
     lm_eval: dict[str, Any] = field(default_factory=dict)  # lm-eval's results, configs, versions, n-samples
+    resumed: int = 0  # answers taken from an interrupted run's request cache (not sent again)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestCache:
+    """The answered requests of one gate run, on disk, so that an interrupted run resumes from them.
+
+    Named by the gate's input key (artifact content, gate settings, serve command, harness versions): only a
+    run of the very same measurement reads them, so a resumed result is the one an uninterrupted run makes.
+    lm-eval keys each entry by the request itself (prompt and generation settings). `clear()` once the
+    gate's record is written (or before a forced re-run).
+    """
+
+    directory: Path
+    key: str
+
+    @property
+    def prefix(self) -> str:
+        """lm-eval's `use_cache` argument: it appends `_rank<N>.db`."""
+        return str(self.directory / self.key)
+
+    @property
+    def journal(self) -> Path:
+        """Each answer's finish reason, one JSON line per answer, written before lm-eval caches it."""
+        return self.directory / f"{self.key}.finish.jsonl"
+
+    def databases(self) -> list[Path]:
+        return sorted(self.directory.glob(f"{self.key}_rank*.db")) if self.directory.is_dir() else []
+
+    def answered(self) -> int:
+        """How many answers the cache holds (what a run now does not send)."""
+        count = 0
+        for db in self.databases():
+            with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(db)) as connection:
+                count += int(connection.execute('SELECT COUNT(*) FROM "unnamed"').fetchone()[0])
+        return count
+
+    def clear(self) -> None:
+        for path in [*self.databases(), self.journal]:
+            for companion in (path, path.with_name(path.name + "-journal"), path.with_name(path.name + "-wal")):
+                with contextlib.suppress(OSError):
+                    companion.unlink()
 
 
 @dataclass
@@ -52,13 +103,26 @@ class _Observer:
     on_progress: Progress | None = None
     finish: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     lock: threading.Lock = field(default_factory=threading.Lock)
+    journal: Any = None  # an open text file: each finish reason also goes there (see RequestCache)
 
     def seen(self, text: str | None, finish_reason: str | None) -> None:
         with self.lock:
             self.done += 1
             self.finish[text or ""].append(finish_reason or "")
+            if self.journal is not None:
+                # Flushed at once: the kernel keeps it even if hfrelease is killed the next moment.
+                self.journal.write(json.dumps({"text": text or "", "finish": finish_reason or ""}) + "\n")
+                self.journal.flush()
             if self.on_progress:
                 self.on_progress(self.done, self.total)
+
+    def recall(self, journal: Path) -> None:
+        """The finish reasons of answers an interrupted run received (served now from the request cache)."""
+        with contextlib.suppress(OSError), journal.open(encoding="utf-8") as lines:
+            for line in lines:
+                with contextlib.suppress(ValueError, TypeError, KeyError):
+                    entry = json.loads(line)
+                    self.finish[str(entry["text"])].append(str(entry["finish"]))
 
     def started(self, total: int) -> None:
         with self.lock:
@@ -235,10 +299,11 @@ def lm_eval_call(
     model_args: dict[str, Any] = {
         "model": model,
         "num_concurrent": gate.num_concurrent,
-        "max_retries": 3,
+        "max_retries": MAX_RETRIES,
         "seed": gate.seed,
         "max_gen_toks": gate.max_tokens,
-        "timeout": 3600,
+        # Per request (aiohttp's total timeout of each attempt), from the gate's budget.
+        "timeout": math.ceil(gate_request_timeout(gate)),
     }
     if gate.api == "chat":
         # think_end_token: without a reasoning parser the answer follows </think> in `content`; lm-eval keeps
@@ -271,12 +336,15 @@ def lm_eval_call(
     )
 
 
-def run_lm_eval_gate(gate: Gate, call: LmEvalCall, *, on_progress: Progress | None = None) -> GateRun:
+def run_lm_eval_gate(
+    gate: Gate, call: LmEvalCall, *, on_progress: Progress | None = None, cache: RequestCache | None = None,
+) -> GateRun:
     """Run `call` (the lm-eval run of `gate`, from `lm_eval_call`) through lm-eval's Python API.
 
     Exactly what `lm_eval` does with `call.argv()`, except that hfrelease's model classes observe each
-    response and nothing is written to files. Bootstrap stderrs use lm-eval's default iteration count,
-    which its command line cannot change.
+    response and nothing is written to files but the request `cache` (lm-eval's `--use_cache`, which
+    changes which requests are sent, never an answer). Bootstrap stderrs use lm-eval's default iteration
+    count, which its command line cannot change.
     """
     import lm_eval
     from lm_eval.tasks import TaskManager
@@ -289,11 +357,21 @@ def run_lm_eval_gate(gate: Gate, call: LmEvalCall, *, on_progress: Progress | No
     # lm-eval's command line gives the task manager the model arguments as metadata (EvaluatorConfig).
     metadata = dict(call.model_args)
     task_manager = TaskManager(include_path=call.include_path, metadata=metadata)
-    results = lm_eval.simple_evaluate(model=lm, tasks=list(call.tasks), task_manager=task_manager,
-                                      metadata=metadata, **call.evaluate)
+    resumed = 0
+    with contextlib.ExitStack() as stack:
+        options: dict[str, Any] = {}
+        if cache is not None:
+            cache.directory.mkdir(parents=True, exist_ok=True)
+            resumed = cache.answered()
+            if resumed:
+                observer.recall(cache.journal)
+            observer.journal = stack.enter_context(cache.journal.open("a", encoding="utf-8"))
+            options["use_cache"] = cache.prefix
+        results = lm_eval.simple_evaluate(model=lm, tasks=list(call.tasks), task_manager=task_manager,
+                                          metadata=metadata, **call.evaluate, **options)
     if results is None:
         raise MeasurementError(f"lm-eval returned no results for {gate.task}")
-    return _collect(gate, results, observer)
+    return replace(_collect(gate, results, observer), resumed=resumed)
 
 
 def _collect(gate: Gate, results: dict[str, Any], observer: _Observer) -> GateRun:

@@ -25,9 +25,9 @@ from hfrelease.serving.command import ServeCommand, build_serve_command
 from hfrelease.sources import artifact_content
 
 # Gate fields that change how a measurement is judged, not what is measured: editing them re-judges the
-# recorded samples instead of re-running the gate.
+# recorded samples instead of re-running the gate (request_timeout only bounds how long a request is awaited).
 _JUDGEMENT_FIELDS = {"label", "description", "margin", "floor", "min_recovery", "higher_is_better", "max_truncated",
-                     "artifacts", "num_concurrent"}
+                     "artifacts", "num_concurrent", "request_timeout"}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,8 +1,11 @@
 """Carry out an `EvalPlan`: start each server once, run its pending gates, record each result at once.
 
 Every finished gate is in the ledger before the next one starts, so a crash, a dead server or Ctrl-C
-loses only the gate in flight, and a re-run measures only what is missing. Comparisons against the
-reference are made from recorded samples after all measuring is done.
+loses only the gate in flight, and a re-run measures only what is missing; the gate in flight keeps its
+answered requests in the request cache, so its re-run sends only the others. Every wait is bounded: each
+request by the gate's request timeout, a server that stops answering by the stall watchdog, a dead one by
+the server's watchdog. Comparisons against the reference are made from recorded samples after all
+measuring is done.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from hfrelease import __version__
 from hfrelease.errors import ExitCode, HfreleaseError, MeasurementError
 from hfrelease.evaluation.comparison import Comparison, paired_comparison
 from hfrelease.evaluation.custom_gate import run_custom_gate
-from hfrelease.evaluation.lm_eval_gate import GateRun, generation_kwargs, run_lm_eval_gate
+from hfrelease.evaluation.lm_eval_gate import GateRun, RequestCache, generation_kwargs, run_lm_eval_gate
 from hfrelease.evaluation.plan import (
     EvalPlan,
     GateJob,
@@ -32,15 +35,18 @@ from hfrelease.evaluation.plan import (
     model_files,
     serve_command,
 )
+from hfrelease.evaluation.timeouts import MAX_RETRIES, gate_request_timeout, stall_window
 from hfrelease.ledger.hashing import HashCache
 from hfrelease.ledger.provenance import hardware, now_utc_iso, versions
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Gate, Manifest
 from hfrelease.redact import redact_env
+from hfrelease.serving.alarm import Alarm
 from hfrelease.serving.command import ServeCommand, build_serve_command
 from hfrelease.serving.plugin import ensure_plugin
 from hfrelease.serving.process import VllmServer, check_identity, free_port, launch
+from hfrelease.serving.stall import Progress, StallWatch
 from hfrelease.sources import artifact_content
 
 Verdict = Literal["pass", "fail", "void", "reference", "no-reference"]
@@ -157,12 +163,16 @@ def run_eval(
     events: EvalEvents | None = None,
     base_env: Mapping[str, str] | None = None,
     after_gates: AfterGates | None = None,
+    request_cache: Path | None = None,
+    force: bool = False,
 ) -> EvalReport:
     """Measure every pending gate of `plan`, record each, then judge every gate against the reference.
 
     `after_gates(job, server, command)` is called with each server this run started, once its gates are
     done and before it is stopped: `hfrelease eval --speed` measures the no-speculation speed points on it
-    instead of starting the same server again.
+    instead of starting the same server again. `request_cache` is the directory where each lm-eval gate
+    keeps its answered requests until its record is written (see `RequestCache`); with `force` an
+    interrupted run's answers are not reused.
     """
     events = events or NullEvents()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -179,13 +189,14 @@ def run_eval(
             check_identity(endpoint, job.artifact.repo)
             events.server_state(job.artifact.id, f"attached {endpoint}")
             n, paths = _run_gates(manifest, job, endpoint, None, None, ledger=ledger, events=events,
-                                  measured=measured, log_dir=run_dir)
+                                  measured=measured, log_dir=run_dir, request_cache=request_cache, force=force)
         else:
             server, command = _start(manifest, job, run_dir=run_dir, events=events, base_env=base_env)
             started += 1
             try:
                 n, paths = _run_gates(manifest, job, server.endpoint.base_url, server, command, ledger=ledger,
-                                      events=events, measured=measured, log_dir=run_dir)
+                                      events=events, measured=measured, log_dir=run_dir,
+                                      request_cache=request_cache, force=force)
                 if after_gates is not None:
                     after_gates(job, server, command)
             finally:
@@ -225,28 +236,47 @@ def _run_gates(
     events: EvalEvents,
     measured: dict[tuple[str, str], LedgerRecord],
     log_dir: Path,
+    request_cache: Path | None = None,
+    force: bool = False,
 ) -> tuple[int, list[Path]]:
     requests = 0
     written: list[Path] = []
     model = job.artifact.repo
+    # Rung by whichever watchdog sees first that the gate's wait will never end: the server's (death) or
+    # the stall watchdog. An attached server has no watchdog of its own, only the stall watchdog.
+    alarm = server.alarm if server is not None else Alarm()
     for gate_job in job.pending:
         gate = gate_job.gate
         aid = job.artifact.id
         started_at, t0 = now_utc_iso(), time.monotonic()
         events.gate_progress(aid, gate.id, 0, 0)
         files = model_files(job.artifact, job.model_dir)
+        cache = RequestCache(directory=request_cache, key=gate_job.input_key) if request_cache else None
+        if cache is not None and force:
+            cache.clear()
+        progress = Progress()
 
-        def measure(gate: Gate = gate, files: Any = files, aid: str = aid) -> GateRun:
+        def on_progress(done: int, total: int, a: str = aid, g: str = gate.id, p: Progress = progress) -> None:
+            p.update(done, total)
+            events.gate_progress(a, g, done, total)
+
+        def measure(gate: Gate = gate, files: Any = files, cache: RequestCache | None = cache,
+                    on_progress: Any = on_progress) -> GateRun:
             with stderr_to(log_dir / "lm-eval.log"):
                 return _measure(manifest, gate, base_url=base_url, model=model, files=files,
-                                on_progress=lambda d, t, a=aid, g=gate.id: events.gate_progress(a, g, d, t))
+                                on_progress=on_progress, cache=cache)
 
+        timeout = gate_request_timeout(gate)
+        watch = StallWatch(base_url=base_url, progress=progress, alarm=alarm, window=stall_window(timeout),
+                           fallback_window=timeout)
         try:
-            run, failure = _watched(server, measure)
+            run, failure = _watched(server, alarm, measure, watch=watch, gate=gate, base_url=base_url)
         except KeyboardInterrupt:
-            # The watchdog records the death before it interrupts the main thread, wherever it lands.
+            # A watchdog records why before it interrupts the main thread, wherever the interrupt lands.
             if server is not None and server.died is not None:
                 raise server.died from None
+            if alarm.reason is not None:
+                raise alarm.reason from None
             raise
         if server is not None:
             server.check_alive()
@@ -255,22 +285,29 @@ def _run_gates(
                          duration=time.monotonic() - t0, failure=failure,
                          memory=server.memory() if server is not None else None)
         written.append(ledger.write(record))
+        if cache is not None:
+            cache.clear()  # the record holds the answers now
         measured[(aid, gate.id)] = record
         summary = f"{run.value:.3f} (n={run.n})" if record.status == "ok" else f"void: {record.void_reason}"
         events.gate_finished(aid, gate.id, summary)
     return requests, written
 
 
-def _watched(server: VllmServer | None, measure: Callable[[], GateRun]) -> tuple[GateRun, MeasurementError | None]:
-    """`measure()` with the server's watchdog armed: the run, or a void run and the harness's failure.
+def _watched(
+    server: VllmServer | None, alarm: Alarm, measure: Callable[[], GateRun], *, watch: StallWatch, gate: Gate,
+    base_url: str,
+) -> tuple[GateRun, MeasurementError | None]:
+    """`measure()` with the watchdogs armed: the run, or a void run and the harness's failure.
 
     The server's death however it shows (the watchdog's interrupt, or the client's "connection refused/
-    reset", which can win the race against the watchdog when the server is killed) is ServerDiedError.
+    reset", which can win the race against the watchdog when the server is killed) is ServerDiedError; a
+    stall is the stall watchdog's ServerError; a request that timed out on every attempt while the server
+    kept working is a MeasurementError (exit 6) naming the timeout.
     """
-    if server is not None:
-        server.arm()
+    alarm.arm()
     try:
-        return measure(), None
+        with watch:
+            return measure(), None
     except MeasurementError as exc:
         # One gate's harness failing (a custom command that crashed, a metric lm-eval did not
         # report) voids that gate only: the server is fine, the other gates still run.
@@ -283,10 +320,31 @@ def _watched(server: VllmServer | None, measure: Callable[[], GateRun]) -> tuple
     except Exception as exc:
         # A dead (or dying) server group makes any error of its client engine death (exit 5), not a bug.
         _raise_if_dead(server, exc)
+        if alarm.reason is not None:
+            raise alarm.reason from None
+        if _timed_out(exc):
+            timeout = gate_request_timeout(gate)
+            raise MeasurementError(
+                f"gate {gate.id!r}: a request to {base_url} got no answer within its {timeout:g} s timeout "
+                f"({MAX_RETRIES} attempts) while the server kept working",
+                hint=f"The answered requests are kept: `hfrelease eval` again resumes from them. If the requests "
+                f"are just slow, raise request_timeout of gate {gate.id!r} (derived from max_tokens when unset).",
+            ) from None
         raise
     finally:
-        if server is not None:
-            server.disarm()
+        alarm.disarm()
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it was raised from, is a timeout (aiohttp's, asyncio's, the OS's)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, TimeoutError):  # asyncio.TimeoutError and aiohttp's timeouts are TimeoutError
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _raise_if_dead(server: VllmServer | None, exc: BaseException) -> None:
@@ -298,10 +356,11 @@ def _raise_if_dead(server: VllmServer | None, exc: BaseException) -> None:
 
 def _measure(
     manifest: Manifest, gate: Gate, *, base_url: str, model: str, files: ModelFiles, on_progress: Any,
+    cache: RequestCache | None = None,
 ) -> GateRun:
     if gate.task is not None:
         call = gate_call(manifest, gate, base_url=base_url, model=model, files=files)
-        return run_lm_eval_gate(gate, call, on_progress=on_progress)
+        return run_lm_eval_gate(gate, call, on_progress=on_progress, cache=cache)
     return run_custom_gate(gate, base_url=base_url, model=model, cwd=manifest.root)
 
 
@@ -352,7 +411,9 @@ def _record(
         started_at=started_at,
         duration_s=round(duration, 3),
         input_key=gate_job.input_key,
+        # `requests`: sent by this run; `resumed`: answers an interrupted run of the same inputs received.
         extra={"metric": gate.metric, "value": run.value, "requests": run.requests, "lm_eval": run.lm_eval,
+               **({"resumed": run.resumed} if run.resumed else {}),
                **({"memory": dict(memory)} if memory else {})},
         status="void" if void_reason else "ok",
         void_reason=void_reason,

@@ -135,6 +135,7 @@ License = Annotated[str, AfterValidator(_license)]
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+Seconds = Annotated[float, Field(gt=0, le=86400)]
 
 
 class Table(BaseModel):
@@ -307,6 +308,9 @@ class Gate(Table):
     min_recovery: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
     max_truncated: Fraction = 0.05  # above this share of cut-off/empty answers the run is void
     num_concurrent: PositiveInt = 8
+    # Seconds one request may take before it counts as failed; default derived from max_tokens
+    # (hfrelease.evaluation.timeouts). Not part of what a result is keyed by: it bounds a wait, not a value.
+    request_timeout: Seconds | None = None
     artifacts: list[Slug] | None = None  # default: every artifact that is not a draft
     description: str | None = None
 
@@ -369,6 +373,7 @@ class Workload(Table):
     repeats: PositiveInt = 3
     warmups: NonNegInt = 2
     num_prompts: PositiveInt | None = None
+    request_timeout: Seconds | None = None  # per request; default derived from output_len
     artifacts: list[Slug] | None = None  # default: every artifact that is not a draft
     description: str | None = None
 

@@ -8,7 +8,6 @@ SIGKILL). Start takes about a minute on a 2-core CPU, so the wait is bounded by 
 
 from __future__ import annotations
 
-import _thread
 import atexit
 import contextlib
 import json
@@ -28,10 +27,12 @@ from typing import IO, Any
 
 from hfrelease.errors import ServerError
 from hfrelease.redact import redact
+from hfrelease.serving.alarm import Alarm
 from hfrelease.serving.command import ServeCommand
 from hfrelease.serving.diagnosis import Diagnosis, diagnose, read_tail
 from hfrelease.serving.guard import require_safe_command
 from hfrelease.serving.memory import PeakMemory, memory_record
+from hfrelease.serving.orphans import TOKEN_VARIABLE, Guard, die_with_parent, new_token, registry_dir, sweep_stale
 
 HOST = "127.0.0.1"
 POLL_SECONDS = 0.5
@@ -55,7 +56,7 @@ _CONNECTION_ERROR_NAMES = frozenset({
 })
 
 # Every server this process started and has not stopped yet; stopped at interpreter exit too, so an
-# interrupted hfrelease leaves no engine behind.
+# interrupted hfrelease leaves no engine behind (a killed one neither: see hfrelease.serving.orphans).
 _LIVE: set[VllmServer] = set()
 _LIVE_LOCK = threading.Lock()
 
@@ -148,7 +149,12 @@ class Endpoint:
 
 
 class VllmServer:
-    """One `vllm serve` process group. Use as a context manager: it is stopped however the block ends."""
+    """One `vllm serve` process group. Use as a context manager: it is stopped however the block ends.
+
+    With the real `subprocess.Popen` (or `orphan_guard=True`) the server is also guarded against outliving
+    this process (`hfrelease.serving.orphans`): servers left by a killed hfrelease are swept before it
+    starts, and it dies with this one. `registry` is where running servers are recorded.
+    """
 
     def __init__(
         self,
@@ -159,6 +165,8 @@ class VllmServer:
         port: int,
         host: str = HOST,
         popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
+        orphan_guard: bool | None = None,
+        registry: Path | None = None,
     ) -> None:
         self.command = command
         self.log_path = log_path
@@ -170,10 +178,12 @@ class VllmServer:
         self._log: IO[bytes] | None = None
         self._watchdog: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._armed = threading.Event()
-        # Held while the watchdog decides to interrupt the main thread, so that after disarm() returns
-        # no new interrupt can be issued.
-        self._arm_lock = threading.Lock()
+        # Rung by the watchdog when the server dies while a gate waits on it (and by a stall watchdog).
+        self.alarm = Alarm()
+        self._orphan_guard = popen is subprocess.Popen if orphan_guard is None else orphan_guard
+        self._registry = registry if registry is not None else registry_dir()
+        self._token = new_token()
+        self._guard: Guard | None = None
         self.died: ServerDiedError | None = None
         self.started_at: float | None = None
         self.ready_after: float | None = None
@@ -188,7 +198,9 @@ class VllmServer:
         return self._process.pid if self._process else None
 
     def environment(self) -> dict[str, str]:
-        return {**offline_environment(self._base_env), **self.command.env}
+        # The token marks this server's processes, engine processes included (they inherit it): the
+        # reaper and the sweep stop only a group that carries it.
+        return {**offline_environment(self._base_env), **self.command.env, TOKEN_VARIABLE: self._token}
 
     def start(self) -> None:
         # The manifest's args are read by vLLM's own parser before anything runs (refused: exit 3).
@@ -197,11 +209,16 @@ class VllmServer:
         self._log = self.log_path.open("ab")
         self._log.write(f"$ {self.command.display()}\n".encode())
         self._log.flush()
+        if self._orphan_guard:
+            for stale in sweep_stale(self._registry):
+                self._log.write(f"# stopped a server left by hfrelease {stale.get('owner')}: "
+                                f"process group {stale.get('pgid')}, {stale.get('command', '')}\n".encode())
         with _LIVE_LOCK:
             _LIVE.add(self)
         self.started_at = time.monotonic()
         # start_new_session: the server and every engine process it forks share one process group,
         # which stop() signals as a whole.
+        options: dict[str, Any] = {"preexec_fn": die_with_parent()} if self._orphan_guard else {}
         self._process = self._popen(
             list(self.command.argv),
             env=self.environment(),
@@ -209,7 +226,12 @@ class VllmServer:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            **options,
         )
+        if self._orphan_guard:
+            self._guard = Guard(pgid=self._process.pid, token=self._token, registry=self._registry,
+                                details={"port": self.port, "command": self.command.display(),
+                                         "log": str(self.log_path)})
 
     def wait_until_ready(self, *, timeout: float | None = None, on_poll: Callable[[float], None] | None = None) -> None:
         """Block until /health answers and /v1/models lists the expected model; bounded by `timeout`."""
@@ -246,12 +268,10 @@ class VllmServer:
 
     def arm(self) -> None:
         """From now on, if the server dies, interrupt the main thread (a gate is waiting on it)."""
-        with self._arm_lock:
-            self._armed.set()
+        self.alarm.arm()
 
     def disarm(self) -> None:
-        with self._arm_lock:
-            self._armed.clear()
+        self.alarm.disarm()
 
     def death_behind(self, exc: BaseException, *, grace: float = DEATH_GRACE_SECONDS) -> ServerDiedError | None:
         """The server's death when it explains `exc`, else None.
@@ -293,12 +313,9 @@ class VllmServer:
             code = process.poll()
             if code is not None and not self._stopping.is_set():
                 self.died = self._death(f"vLLM exited with code {code} while in use", code)
-                with self._arm_lock:
-                    if self._armed.is_set():
-                        # The main thread is blocked inside lm-eval's request loop; interrupting it is
-                        # the only way to report the death within seconds instead of after lm-eval's
-                        # retries.
-                        _thread.interrupt_main()
+                # The main thread is blocked inside lm-eval's request loop; interrupting it is the only
+                # way to report the death within seconds instead of after lm-eval's retries.
+                self.alarm.ring(self.died)
                 return
 
     def memory(self) -> dict[str, Any]:
@@ -332,6 +349,9 @@ class VllmServer:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
             _reap_group(pgid)
+        if self._guard is not None:
+            self._guard.release()
+            self._guard = None
         if self._log and not self._log.closed:
             self._log.close()
         with _LIVE_LOCK:
