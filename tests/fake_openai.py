@@ -86,7 +86,7 @@ class FakeOpenAI:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
             def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:

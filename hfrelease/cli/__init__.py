@@ -41,6 +41,10 @@ def cli(ctx: click.Context, verbose: int) -> None:
     """
     ctx.ensure_object(dict)
     ctx.obj["verbose"] = verbose
+    # Every Hub request of the command is bounded and read requests retried (a silent Hub must not hang).
+    from hfrelease.hub_client import install
+
+    install()
 
 
 for command in (

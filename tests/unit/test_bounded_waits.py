@@ -172,7 +172,7 @@ def test_stalled_server_ends_the_gate_and_the_rerun_resumes(
     stalling = FakeOpenAI(model=MODEL, answer_limit=5)
     servers.append(stalling)
     started = time.monotonic()
-    code, out, err = run_gate(cli, family, stalling, tmp_path)
+    code, _, err = run_gate(cli, family, stalling, tmp_path)
     assert code == ExitCode.SERVER_FAILED, err
     assert "stopped answering" in err and "resumes" in err
     assert time.monotonic() - started < 90  # bounded: nowhere near the 120 s request timeout and its retries
@@ -181,7 +181,7 @@ def test_stalled_server_ends_the_gate_and_the_rerun_resumes(
 
     healthy = FakeOpenAI(model=MODEL)
     servers.append(healthy)
-    code, out, err = run_gate(cli, family, healthy, tmp_path)
+    code, _, err = run_gate(cli, family, healthy, tmp_path)
     assert code == ExitCode.OK, err
     assert healthy.answered == QUESTIONS - 5  # only what the stalled run never got
     resumed = recorded(family)

@@ -1,0 +1,86 @@
+"""huggingface_hub's HTTP client with bounded waits: a Hub that never answers fails, it does not hang.
+
+huggingface_hub (2.x) sends every request through one shared httpx client made with `timeout=None`, and
+most `HfApi` calls (repo_info, list_repo_tree, create_commit, ...) pass `timeout=None` explicitly, which
+overrides any client default: only downloads are bounded (HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT).
+A Hub that accepts the connection and never answers hung `publish` for good. So hfrelease installs a
+client (`huggingface_hub.set_client_factory`) that gives every request without a bound a connect timeout
+and a read timeout (the longest silence between two bytes, so a large upload that keeps moving is never
+cut), and retries idempotent requests (GET, HEAD) after a timeout or a dropped connection. Other requests
+(a commit) are never sent twice: a lost reply to one is read back from the Hub by the publish code.
+
+`HFRELEASE_HUB_TIMEOUT` (seconds) sets the read timeout; a Hub that does not answer at all costs at most
+`ATTEMPTS` times it, plus the pauses between attempts. What the final timeout means to the user (exit 7)
+is `hfrelease.hub_errors`' to say.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import httpx2
+
+TIMEOUT_VARIABLE = "HFRELEASE_HUB_TIMEOUT"
+READ_SECONDS = 30.0
+CONNECT_SECONDS = 10.0
+ATTEMPTS = 3  # for GET and HEAD; 1 for anything else
+_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def read_timeout(env: Mapping[str, str] | None = None) -> float:
+    """The read timeout: HFRELEASE_HUB_TIMEOUT when it is a positive number, else READ_SECONDS."""
+    raw = (os.environ if env is None else env).get(TIMEOUT_VARIABLE, "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return READ_SECONDS
+    return value if value > 0 else READ_SECONDS
+
+
+def bounded_client_factory(
+    *, read: float | None = None, connect: float = CONNECT_SECONDS, attempts: int = ATTEMPTS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Callable[[], httpx2.Client]:
+    """A client factory for `huggingface_hub.set_client_factory`: huggingface_hub's own client settings
+    (its request hook, redirects followed) with bounded, retried requests."""
+    import httpx2
+    from huggingface_hub.utils._http import hf_request_event_hook
+
+    bound = read_timeout() if read is None else read
+
+    class BoundedClient(httpx2.Client):
+        def build_request(self, method: str, url: Any, **kwargs: Any) -> httpx2.Request:
+            request = super().build_request(method, url, **kwargs)
+            timeout = dict(request.extensions.get("timeout") or {})
+            for name, default in (("connect", connect), ("read", bound), ("write", bound), ("pool", connect)):
+                if timeout.get(name) is None:
+                    timeout[name] = default
+            request.extensions = {**request.extensions, "timeout": timeout}
+            return request
+
+        def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
+            tries = attempts if request.method in _IDEMPOTENT else 1
+            for attempt in range(1, tries + 1):
+                try:
+                    return super().send(request, **kwargs)
+                except (httpx2.TimeoutException, httpx2.NetworkError):
+                    if attempt >= tries:
+                        raise
+                    sleep(min(2.0 ** (attempt - 1), 8.0))
+            raise AssertionError("unreachable")
+
+    def factory() -> httpx2.Client:
+        return BoundedClient(event_hooks={"request": [hf_request_event_hook]}, follow_redirects=True)
+
+    return factory
+
+
+def install(*, read: float | None = None) -> None:
+    """Make huggingface_hub use the bounded client from now on (in this process)."""
+    from huggingface_hub import set_client_factory
+
+    set_client_factory(bounded_client_factory(read=read))
