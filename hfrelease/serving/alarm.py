@@ -25,8 +25,10 @@ class Alarm:
         self.reason: HfreleaseError | None = None
 
     def arm(self) -> None:
+        """Interrupt the main thread for the next reason given (a new wait: the last one's reason is dropped)."""
         with self._lock:
             self._armed = True
+            self.reason = None
 
     def disarm(self) -> None:
         with self._lock:

@@ -129,13 +129,14 @@ class StallWatch:
                     if counter != last_counter:
                         last_move, last_counter = (now if last_counter is not None else last_move), counter
                 now = self._clock()  # the probe itself may have waited
-            limit = self.window if counters_seen else self.fallback_window
+            # Counters are read every probe_every seconds: a window shorter than two reads cannot see them move.
+            limit = max(self.window, 2 * self._probe_every) if counters_seen else self.fallback_window
             if now - last_move > limit:
                 evidence = ("its token counters on /metrics did not move" if counters_seen
                             else "it answered no request")
                 self.stalled = ServerError(
                     f"the server at {self.base_url} stopped answering: {total - done} of {total} requests "
-                    f"outstanding and {evidence} for {limit:.0f} s",
+                    f"outstanding and {evidence} for {limit:g} s",
                     hint="The answered requests are kept: `hfrelease eval` again resumes from them. If the "
                     "server is only slow, raise the gate's request_timeout.",
                 )

@@ -10,6 +10,7 @@ servers still run.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 from hfrelease import __version__
 from hfrelease.errors import ExitCode, MeasurementError, ServerError
 from hfrelease.evaluation.plan import model_files
+from hfrelease.evaluation.timeouts import stall_window, workload_request_timeout
 from hfrelease.ledger.atomic import write_atomic
 from hfrelease.ledger.provenance import hardware, now_utc_iso, versions
 from hfrelease.ledger.record import LedgerRecord, Metric, ServeRecord
@@ -28,6 +30,7 @@ from hfrelease.redact import redact_env
 from hfrelease.serving.command import ServeCommand, build_serve_command
 from hfrelease.serving.plugin import ensure_plugin
 from hfrelease.serving.process import VllmServer, free_port, launch
+from hfrelease.serving.stall import Progress, StallWatch
 from hfrelease.speed import bench
 from hfrelease.speed.best_record import record_best_configs
 from hfrelease.speed.metrics import parse_counters, relevant_lines, scrape
@@ -401,16 +404,50 @@ def _snapshot(server: VllmServer, base_url: str, timing: Timing) -> str:
         timing.scrape += time.monotonic() - started
 
 
-def _bench(server: VllmServer, runner: bench.BenchRunner, argv: Sequence[str], log_path: Path) -> None:
+BENCH_START_SECONDS = 60.0  # the benchmark's own start: its tokenizer and prompt set loaded
+
+
+def bench_time_limit(point: PointJob, requests: int) -> float:
+    """How long one `vllm bench serve` invocation of `requests` requests of `point` may take: a request
+    timeout per wave of `concurrency` requests, one more for the benchmark's own readiness request, and a
+    minute for it to start."""
+    waves = math.ceil(requests / point.concurrency) + 1
+    return waves * workload_request_timeout(point.workload) + BENCH_START_SECONDS
+
+
+def _bench(
+    server: VllmServer, runner: bench.BenchRunner, argv: Sequence[str], log_path: Path, *, point: PointJob,
+    requests: int,
+) -> None:
+    """Run one benchmark invocation with every wait bounded: the server's death (exit 5), a stall (no token
+    counted on /metrics for the stall window: exit 5) and the invocation's time limit (a void point)."""
+    # vLLM's benchmark gives each request six hours (aiohttp's total timeout, not settable from its
+    # command line), so the bounds are kept from outside: the watchdogs interrupt the main thread.
+    alarm = server.alarm
+    timeout = workload_request_timeout(point.workload)
+    progress = Progress()
+    progress.update(0, 1)  # the benchmark's requests are outstanding for its whole run
+    watch = StallWatch(base_url=server.endpoint.base_url, progress=progress, alarm=alarm,
+                       window=stall_window(timeout), fallback_window=timeout)
+    limit = bench_time_limit(point, requests)
+    deadline = threading.Timer(limit, lambda: alarm.ring(MeasurementError(
+        f"vllm bench serve ({requests} requests at concurrency {point.concurrency}) did not finish within "
+        f"{limit:.0f} s", hint=f"Raise request_timeout of workload {point.workload.id!r} (now {timeout:g} s).")))
+    deadline.daemon = True
     server.arm()
     try:
-        runner(argv, log_path)
+        with watch:
+            deadline.start()
+            runner(argv, log_path)
     except KeyboardInterrupt:
-        # The watchdog interrupts the main thread when the server dies mid-benchmark.
+        # A watchdog interrupts the main thread when the server dies or stalls mid-benchmark, or time is up.
         if server.died is not None:
             raise server.died from None
+        if alarm.reason is not None:
+            raise alarm.reason from None
         raise
     finally:
+        deadline.cancel()
         server.disarm()
     server.check_alive()
 
@@ -433,14 +470,14 @@ def _measure(
         for step in steps:
             if step.repeat is None:
                 events.point_progress(job.label, point.label, f"warm-up ({step.requests} requests)")
-                _bench(server, bench_runner, step.argv, log_path)
+                _bench(server, bench_runner, step.argv, log_path, point=point, requests=step.requests)
                 timing.warmup += bench.load_result(step.result)[0].duration_s
                 continue
             events.point_progress(job.label, point.label, f"repeat {step.repeat + 1}/{workload.repeats}")
             # Repeats follow each other with nothing in between: the snapshot after one is the one
             # before the next.
             before = after if after is not None else _snapshot(server, base_url, timing)
-            _bench(server, bench_runner, step.argv, log_path)
+            _bench(server, bench_runner, step.argv, log_path, point=point, requests=step.requests)
             after = _snapshot(server, base_url, timing)
             result, content = bench.load_result(step.result)
             timing.measured += result.duration_s

@@ -229,3 +229,40 @@ def test_forced_rerun_does_not_reuse_answers(
     assert code == ExitCode.OK, err
     assert healthy.answered == QUESTIONS
     assert recorded(family)["resumed"] == 0
+
+
+def test_benchmark_that_never_finishes_is_a_void_point(
+    tmp_path: Path, servers: list[FakeOpenAI], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A `vllm bench serve` that never returns while the server keeps counting tokens ends at its time limit
+    (requests / concurrency waves of request_timeout) as a MeasurementError, which voids the point."""
+    from hfrelease.errors import MeasurementError
+    from hfrelease.manifest import Workload
+    from hfrelease.serving.command import ServeCommand
+    from hfrelease.serving.process import VllmServer
+    from hfrelease.speed import runner
+    from hfrelease.speed.plan import PointJob
+    from tests.unit.test_server_death import FakeProcess
+
+    busy = FakeOpenAI(model=MODEL, delay=1.0)
+    busy.in_flight = 1  # its token counters move on every scrape: working, not stalled
+    servers.append(busy)
+    port = int(busy.url.rsplit(":", 1)[1])
+    server = VllmServer(ServeCommand(argv=("vllm", "serve", "m"), served_model_name=MODEL),
+                        log_path=tmp_path / "server.log", port=port, base_env={}, popen=lambda *a, **k: FakeProcess())
+    server.start()
+    workload = Workload.model_validate({"id": "w", "prompts": "p.jsonl", "output_len": 8, "request_timeout": 0.5})
+    point = PointJob(workload=workload, concurrency=2, num_prompts=4, prompts_sha256="", input_key="", recorded=None)
+    monkeypatch.setattr(runner, "BENCH_START_SECONDS", 0.5)
+    assert runner.bench_time_limit(point, 4) == 2.0  # (4 / 2 + 1) waves of 0.5 s, plus the start
+
+    def never_returns(argv: object, log_path: object) -> None:
+        while True:
+            time.sleep(0.1)
+
+    started = time.monotonic()
+    with pytest.raises(MeasurementError, match="did not finish within"):
+        runner._bench(server, never_returns, ["vllm", "bench", "serve"], tmp_path / "bench.log", point=point,
+                      requests=4)
+    assert time.monotonic() - started < 30
+    server.stop()
