@@ -255,6 +255,11 @@ class _FakeServer:
     endpoint = Endpoint(base_url=BASE, model="")
     died = None
 
+    def __init__(self) -> None:
+        from hfrelease.serving.alarm import Alarm
+
+        self.alarm = Alarm()
+
     def arm(self) -> None:
         pass
 
