@@ -3,14 +3,25 @@
 matplotlib is imported inside `draw` (it costs ~0.3 s) and used through its object API with the Agg
 canvas, never pyplot: no global figure state, nothing opens a window, and PNGs carry no timestamp or
 software version (metadata stripped), so an unchanged ledger re-renders byte-identical plots.
+
+What a reader needs from a plot, and the lint checks (each PNG carries a `hfrelease-plot` text chunk
+describing it, `DESCRIPTION`): the tables' units (quality deltas in points for percentage metrics, as the
+tables print them, never fractions); series named by their labels and titles, never ids; every value axis
+from zero (a 4 % rise of latency drawn on an 8.50-8.86 ms axis looks like a spike), the delta axis with
+its zero line; this card's artifact highlighted; on a published card, no artifact the release does not
+publish (an unpublished regression fixture would set the scale and squash the published quants).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 
 from hfrelease.cards.measurements import NONE, FamilyMeasurements, SpeedPoint
 from hfrelease.manifest import Artifact, Manifest
+
+DESCRIPTION = "hfrelease-plot"  # the PNG text chunk that describes a plot to the lint
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -20,6 +31,7 @@ class Series:
     ys: tuple[float, ...]
     lows: tuple[float, ...] | None = None  # interval bounds (quality deltas)
     highs: tuple[float, ...] | None = None
+    highlight: bool = False  # this card's artifact
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,75 +50,117 @@ class PlotData:
     path: str  # relative to the card directory
     alt: str
     panels: tuple[Panel, ...]
+    artifacts: tuple[str, ...] = ()  # the artifact ids whose measurements it draws
+
+    def description(self) -> str:
+        """What the lint reads back from the PNG: units, labels, zero, highlight, artifacts drawn."""
+        return json.dumps({
+            "kind": self.kind, "artifacts": list(self.artifacts), "zero_based": True,
+            "panels": [{"ylabel": p.ylabel, "series": [s.label for s in p.series],
+                        "highlight": [s.label for s in p.series if s.highlight]} for p in self.panels],
+        }, sort_keys=True)
 
 
 def plan_plots(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) -> list[PlotData]:
     """The plots `artifact`'s card shows, given what was measured (no plot without data)."""
-    quality = _quality(manifest, measured) if artifact.kind != "draft" else None  # a draft card has no quality table
-    return [p for p in (_load(manifest, measured, artifact), _acceptance(measured, artifact), quality) if p is not None]
+    # a draft card has no quality table
+    quality = _quality(manifest, measured, artifact) if artifact.kind != "draft" else None
+    return [p for p in (_load(manifest, measured, artifact), _acceptance(manifest, measured, artifact), quality)
+            if p is not None]
 
 
-def _points_of(measured: FamilyMeasurements, artifact: Artifact) -> list[SpeedPoint]:
-    if artifact.kind == "draft":
-        return measured.points(draft_id=artifact.id)
-    return measured.points(artifact_id=artifact.id)
+def _shown(manifest: Manifest, card: Artifact, other: Artifact) -> bool:
+    # The same rule as the card's tables (context._View.shown): a published card draws no unpublished artifact.
+    sources = {a.source.hub for a in manifest.artifact if a.source.hub} | {manifest.family.base_model}
+    return other.publish or other.repo in sources or not card.publish or other.id == card.id
+
+
+def _point_label(manifest: Manifest, p: SpeedPoint, *, with_artifact: bool) -> str:
+    label = f"{p.workload.label or p.workload.id}, {p.speculative}"
+    if with_artifact:
+        served = manifest.artifact_by_id(p.artifact_id)
+        label += f" on {served.title or served.repo}"
+    return label
+
+
+def _points_of(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) -> list[SpeedPoint]:
+    points = (measured.points(draft_id=artifact.id) if artifact.kind == "draft"
+              else measured.points(artifact_id=artifact.id))
+    return [p for p in points if p.entry.record.draft_artifact_id is None
+            or _shown(manifest, artifact, manifest.artifact_by_id(p.entry.record.draft_artifact_id))]
 
 
 def _load(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) -> PlotData | None:
     grouped: dict[tuple[str, str, str], list[SpeedPoint]] = {}
-    for p in _points_of(measured, artifact):
+    for p in _points_of(manifest, measured, artifact):
         grouped.setdefault((p.workload.id, p.artifact_id, p.speculative), []).append(p)
     throughput, itl = [], []
-    for (workload_id, artifact_id, spec), points in grouped.items():
+    for points in grouped.values():
         if len({p.concurrency for p in points}) < 2:
             continue
         points.sort(key=lambda p: p.concurrency)
-        label = f"{workload_id} / {spec}" + (f" / {artifact_id}" if artifact.kind == "draft" else "")
+        label = _point_label(manifest, points[0], with_artifact=artifact.kind == "draft")
         xs = tuple(float(p.concurrency) for p in points)
         throughput.append(Series(label=label, xs=xs, ys=tuple(p.throughput for p in points)))
         itl.append(Series(label=label, xs=xs, ys=tuple(p.metrics.get("itl_median_ms", float("nan")) for p in points)))
     if not throughput:
         return None
     return PlotData(kind="load", path="plots/load.png", alt="Throughput and inter-token latency against concurrency",
-                    panels=(Panel(title="Output throughput", xlabel="concurrency", ylabel="tok/s",
+                    panels=(Panel(title="Output throughput", xlabel="concurrency", ylabel="output tok/s",
                                   series=tuple(throughput)),
-                            Panel(title="Inter-token latency (median)", xlabel="concurrency", ylabel="ms",
-                                  series=tuple(itl))))
+                            Panel(title="Inter-token latency (median)", xlabel="concurrency", ylabel="ITL median ms",
+                                  series=tuple(itl))),
+                    artifacts=tuple(sorted({k[1] for k in grouped})))
 
 
-def _acceptance(measured: FamilyMeasurements, artifact: Artifact) -> PlotData | None:
-    series = []
-    for p in _points_of(measured, artifact):
+def _acceptance(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) -> PlotData | None:
+    series, drawn = [], set()
+    for p in _points_of(manifest, measured, artifact):
         if p.speculative == NONE or p.concurrency != 1 or not p.positions():
             continue
         positions = p.positions()
-        label = f"{p.workload.id} / {p.speculative}" + (f" / {p.artifact_id}" if artifact.kind == "draft" else "")
+        label = _point_label(manifest, p, with_artifact=artifact.kind == "draft")
         series.append(Series(label=label, xs=tuple(float(i) for i, _ in positions), ys=tuple(v for _, v in positions)))
+        drawn.add(p.artifact_id)
     if not series:
         return None
     return PlotData(kind="acceptance", path="plots/acceptance.png", alt="Acceptance rate by draft position",
                     panels=(Panel(title="Acceptance by draft position (batch-1)", xlabel="draft position",
-                                  ylabel="accepted / drafts", series=tuple(series)),))
+                                  ylabel="acceptance rate (accepted / drafts)", series=tuple(series)),),
+                    artifacts=tuple(sorted(drawn)))
 
 
-def _quality(manifest: Manifest, measured: FamilyMeasurements) -> PlotData | None:
-    gates = [g for g in manifest.gate]
-    series = []
+def _quality(manifest: Manifest, measured: FamilyMeasurements, card: Artifact) -> PlotData | None:
+    gates = list(manifest.gate)
+    # The tables' units: points for a gate whose values are all fractions, the metric's own units otherwise.
+    percent = {g.id: bool(values) and all(0.0 <= v <= 1.0 for v in values)
+               for g in gates for values in [[r.value for (_, gid), r in measured.gates.items()
+                                              if gid == g.id and r.value is not None]]}
+    series, drawn = [], []
     for other in manifest.artifact:
+        if not _shown(manifest, card, other):
+            continue
         found = [(i, measured.gate(other.id, g.id)) for i, g in enumerate(gates)]
-        chosen = [(i, r.comparison) for i, r in found if r is not None and r.comparison is not None]
+        chosen = [(i, r.comparison, 100.0 if percent[gates[i].id] else 1.0) for i, r in found
+                  if r is not None and r.comparison is not None]
         if not chosen:
             continue
-        series.append(Series(label=other.id, xs=tuple(float(i) for i, _ in chosen),
-                             ys=tuple(c.delta for _, c in chosen), lows=tuple(c.ci_low for _, c in chosen),
-                             highs=tuple(c.ci_high for _, c in chosen)))
+        title = other.title or other.repo
+        series.append(Series(label=title + (" (this card)" if other.id == card.id else ""),
+                             xs=tuple(float(i) for i, _, _ in chosen),
+                             ys=tuple(c.delta * k for _, c, k in chosen),
+                             lows=tuple(c.ci_low * k for _, c, k in chosen),
+                             highs=tuple(c.ci_high * k for _, c, k in chosen), highlight=other.id == card.id))
+        drawn.append(other.id)
     if not series:
         return None
+    units = "points" if all(percent.values()) else "points (percent metrics) or metric units"
     return PlotData(kind="quality", path="plots/quality-deltas.png",
-                    alt="Quality delta against the reference with 95% intervals, per gate",
+                    alt="Quality delta against the reference, in points, with 95% intervals, per gate",
                     panels=(Panel(title="Delta vs the reference (95% paired-bootstrap CI)", xlabel="gate",
-                                  ylabel="delta (metric units)", series=tuple(series), style="interval",
-                                  xticks=tuple(g.label or g.id for g in gates)),))
+                                  ylabel=f"delta ({units})", series=tuple(series), style="interval",
+                                  xticks=tuple(g.label or g.id for g in gates)),),
+                    artifacts=tuple(drawn))
 
 
 def _plain(text: str) -> str:
@@ -133,11 +187,22 @@ def draw(plot: PlotData) -> bytes:
                 xs = [x + offset for x in s.xs]
                 errors = [[y - lo for y, lo in zip(s.ys, s.lows, strict=True)],
                           [hi - y for y, hi in zip(s.ys, s.highs, strict=True)]]
-                ax.errorbar(xs, s.ys, yerr=errors, fmt="o", capsize=3, label=_plain(s.label))
+                # This card's artifact stands out; the others stay readable but recede.
+                ax.errorbar(xs, s.ys, yerr=errors, fmt="D" if s.highlight else "o", capsize=3,
+                            markersize=7 if s.highlight else 4, elinewidth=2 if s.highlight else 1,
+                            alpha=1.0 if s.highlight or not any(t.highlight for t in panel.series) else 0.45,
+                            zorder=3 if s.highlight else 2, label=_plain(s.label))
             else:
-                ax.plot(s.xs, s.ys, marker="o", label=_plain(s.label))
+                ax.plot(s.xs, s.ys, marker="o", linewidth=2.2 if s.highlight else 1.5, label=_plain(s.label))
         if panel.style == "interval":
-            ax.axhline(0.0, color="grey", linewidth=0.8)
+            ax.axhline(0.0, color="grey", linewidth=0.8)  # zero: no difference from the reference
+            low = min([0.0, *(v for s in panel.series for v in (s.lows or s.ys))])
+            high = max([0.0, *(v for s in panel.series for v in (s.highs or s.ys))])
+            pad = max(1.0, (high - low) * 0.08)
+            ax.set_ylim(low - pad, high + pad)
+        else:
+            # Value axes start at zero, so a few percent of change looks like a few percent.
+            ax.set_ylim(bottom=0.0, top=max([1.0, *(v for s in panel.series for v in s.ys if math.isfinite(v))]) * 1.1)
         if panel.xticks is not None:
             ax.set_xticks(range(len(panel.xticks)), [_plain(t) for t in panel.xticks], rotation=20, fontsize=8)
         elif panel.xlabel == "concurrency":
@@ -153,5 +218,5 @@ def draw(plot: PlotData) -> bytes:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", metadata={"Software": None})
+    figure.savefig(buffer, format="png", metadata={"Software": None, DESCRIPTION: plot.description()})
     return buffer.getvalue()

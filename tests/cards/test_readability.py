@@ -41,6 +41,7 @@ def fresh(demo_inputs: CardInputs, tmp_path_factory: pytest.TempPathFactory) -> 
     ("GB beside GiB", "never GB"),
     ("one date as a range", "names one date as a range"),
     ("the unpublished under-trained repo is linked", "a repo this release never publishes"),
+    ("plots in fractions, ids for labels, no highlight, axes not from zero", "carries no plot description"),
 ])
 def test_main_cards_show_each_defect(main_problems: list[str], defect: str, needle: str) -> None:
     """The lint reports this defect of main's demo cards."""
@@ -92,3 +93,36 @@ def test_draft_card_names_its_wins_and_gates(fresh: list[CardText]) -> None:
     assert "Long-document copy: `ngram` is faster on reference" in headline
     assert "Draft gates: pass" in headline
     assert "0.90" not in headline
+
+
+def test_quality_plot_reads_like_the_tables(demo_inputs: CardInputs) -> None:
+    """Points not fractions, titles not ids, this card highlighted, no unpublished artifact on a published card."""
+    from hfrelease.cards.measurements import measure_family
+    from hfrelease.cards.plots import plan_plots
+
+    measured = measure_family(demo_inputs)
+    manifest = demo_inputs.manifest
+    plot = next(p for p in plan_plots(manifest, measured, manifest.artifact_by_id("fp8-dynamic"))
+                if p.kind == "quality")
+    panel = plot.panels[0]
+    assert panel.ylabel == "delta (points)"
+    assert "undertrained" not in plot.artifacts
+    assert [s.label for s in panel.series if s.highlight] == ["hfrelease-demo tiny FP8-Dynamic (this card)"]
+    assert all(s.label.startswith("hfrelease-demo tiny") for s in panel.series)
+    own = next(p for p in plan_plots(manifest, measured, manifest.artifact_by_id("undertrained"))
+               if p.kind == "quality")
+    series = next(s for s in own.panels[0].series if s.highlight)
+    assert series.ys[0] == pytest.approx(-78.0)  # points, as the quality table prints it
+
+
+def test_rendered_plot_carries_its_description(fresh: list[CardText], demo_inputs: CardInputs) -> None:
+    """Each PNG says what it draws; a published card's plots pass the plot rules."""
+    import json
+
+    from hfrelease.cards.lint import png_text
+    from hfrelease.cards.plots import DESCRIPTION
+
+    card = next(c for c in fresh if c.artifact_id == "fp8-dynamic")
+    load = json.loads(png_text((card.path.parent / "plots" / "load.png").read_bytes())[DESCRIPTION])
+    assert load["zero_based"] and load["panels"][1]["ylabel"] == "ITL median ms"
+    assert load["panels"][0]["series"] == ["Chat under load, none"]
