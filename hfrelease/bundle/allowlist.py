@@ -33,7 +33,7 @@ from hfrelease.redact import redact
 
 CHUNK = 1024 * 1024  # the secret scan reads text in chunks of this size
 _OVERLAP = 4096  # characters kept from one chunk to the next, so a token split by a chunk edge is still found
-SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # the format's own cap on the JSON header (safetensors' spec)
+SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # the safetensors loader's own cap on the JSON header
 _IMAGE_SIGNATURES = {".png": (b"\x89PNG\r\n\x1a\n",), ".jpg": (b"\xff\xd8\xff",), ".jpeg": (b"\xff\xd8\xff",),
                      ".webp": (b"RIFF",)}  # fmt: skip
 _GZIP = b"\x1f\x8b"
@@ -225,8 +225,8 @@ def _safetensors_header_problem(raw: bytes, buffer: int) -> str | None:
                 and 0 <= offsets[0] <= offsets[1]):  # fmt: skip
             return f"tensor {key!r} has no valid data_offsets"
         spans.append((offsets[0], offsets[1]))
-    # safetensors' spec: the byte buffer is entirely indexed, without holes or overlaps; bytes no tensor
-    # covers would be content nobody loads, nor sees in any listing.
+    # safetensors' format (https://github.com/huggingface/safetensors#format): the byte buffer is entirely
+    # indexed, without holes or overlaps; bytes no tensor covers would be content nobody loads or sees.
     end = 0
     for begin, stop in sorted(spans):
         if begin != end:

@@ -173,11 +173,17 @@ def _print_report(report: RehearsalReport) -> None:
 
 
 def _only_check(loaded: Manifest, *, artifacts: tuple[str, ...], gates: tuple[str, ...]) -> None:
+    from hfrelease.check import tree_problems
     from hfrelease.ci import CiEnvironment, append_summary, markdown_table, set_output
     from hfrelease.cli.output import err_console, print_json
     from hfrelease.errors import ConfigError, ConfigProblem
     from hfrelease.release_policy import check_drafts_served, eval_matrix
 
+    # What the bundle would refuse (a file outside the tree, a token, a pickle) stops the release here, on the
+    # GitHub-hosted runner, instead of in the publish job after every eval job has run.
+    problems = tree_problems(loaded)
+    if problems:
+        raise ConfigError(str(loaded.root / "release.toml"), problems)
     entries = eval_matrix(loaded, artifacts, gates)
     check_drafts_served(loaded, entries)
     if not entries:

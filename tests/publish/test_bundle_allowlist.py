@@ -274,3 +274,11 @@ def test_fifo_section_is_refused_without_reading_it(cli: CliRun, family: Path) -
     assert code == 3 and "regular file" in problems["sections/summary.md"]
     code, _, err = cli(["render", str(family)])
     assert code == 3 and "sections/summary.md" in err
+
+
+def test_release_check_job_stops_on_a_file_outside_the_tree(cli: CliRun, family: Path, outside: Path) -> None:
+    """The release workflow's check job (`release --only check`) refuses it too, before any eval job starts."""
+    _declare(family, "../outside/deploy_notes")
+    code, out, err = cli(["release", str(family), "--tag", "v1.0", "--only", "check"])
+    assert code == 3 and out == ""
+    assert "artifact[1].files[0]" in err and "deploy_notes" in err and TOKEN not in err
