@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from hfrelease.cards.errors import CardError
-from hfrelease.ledger.record import LedgerRecord
+from hfrelease.ledger.record import LedgerRecord, Sample
 from hfrelease.ledger.store import Ledger, record_name
 from hfrelease.manifest import Manifest
 
@@ -45,6 +45,7 @@ class RecordEntry:
     name: str
     record: LedgerRecord
     scores: Mapping[str, float] = field(default_factory=dict)
+    samples: tuple[Sample, ...] = ()  # a gate record's per-sample outcomes (what the gate verdict judges)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,9 +58,11 @@ class CardInputs:
     files: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # artifact id -> file name -> text
 
 
-def entry_for(record: LedgerRecord, scores: Mapping[str, float] | None = None) -> RecordEntry:
+def entry_for(record: LedgerRecord, scores: Mapping[str, float] | None = None,
+              samples: tuple[Sample, ...] = ()) -> RecordEntry:
     """A `RecordEntry` named as the ledger names the record's file (content-addressed)."""
-    return RecordEntry(name=record_name(record, record.to_json()), record=record, scores=dict(scores or {}))
+    return RecordEntry(name=record_name(record, record.to_json()), record=record, scores=dict(scores or {}),
+                       samples=samples)
 
 
 def read_inputs(manifest: Manifest, *, ledger_root: Path | None = None) -> CardInputs:
@@ -75,8 +78,8 @@ def read_inputs(manifest: Manifest, *, ledger_root: Path | None = None) -> CardI
     entries: list[RecordEntry] = []
     if ledger.root.is_dir():
         for record in ledger.records():
-            scores = {s.doc_id: s.score for s in ledger.load_samples(record)} if record.kind == "gate" else {}
-            entries.append(entry_for(record, scores))
+            samples = ledger.load_samples(record) if record.kind == "gate" else ()
+            entries.append(entry_for(record, {s.doc_id: s.score for s in samples}, samples))
     return CardInputs(
         manifest=manifest,
         records=tuple(entries),

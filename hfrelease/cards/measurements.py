@@ -24,8 +24,10 @@ from datetime import datetime
 from hfrelease.cards.errors import CardError, MissingMeasurementError
 from hfrelease.cards.inputs import CardInputs, RecordEntry
 from hfrelease.errors import MeasurementError
-from hfrelease.evaluation.comparison import Comparison, paired_comparison
+from hfrelease.evaluation.comparison import Comparison
 from hfrelease.evaluation.plan import gate_artifacts
+from hfrelease.evaluation.verdict import judge_samples
+from hfrelease.ledger.record import Sample
 from hfrelease.manifest import Gate, Manifest, Workload
 
 NONE = "none"  # the speculative "config" of serving without speculation
@@ -205,13 +207,18 @@ def _judge(gate: Gate, artifact_id: str, entry: RecordEntry, ref: RecordEntry | 
         return GateResult(**base, verdict="no-reference",  # type: ignore[arg-type]
                           reason="no valid reference result to compare with")
     try:
-        comparison = paired_comparison(dict(entry.scores), dict(ref.scores), margin=gate.margin,
-                                       higher_is_better=gate.higher_is_better, floor=gate.floor, seed=gate.seed,
-                                       min_recovery=gate.min_recovery)
+        judged = judge_samples(gate, _samples(entry), _samples(ref))  # the verdict eval and the release judge
     except MeasurementError as exc:
         return GateResult(**base, reference=ref, verdict="no-reference", reason=exc.message)  # type: ignore[arg-type]
-    return GateResult(**base, comparison=comparison, reference=ref,  # type: ignore[arg-type]
-                      verdict=comparison.verdict, reason=comparison.reason)
+    return GateResult(**base, comparison=judged.comparison, reference=ref,  # type: ignore[arg-type]
+                      verdict=judged.verdict, reason=judged.reason)
+
+
+def _samples(entry: RecordEntry) -> tuple[Sample, ...]:
+    # Entries built from scores alone (tests, older callers) judge as samples without truncation.
+    if entry.samples:
+        return entry.samples
+    return tuple(Sample(doc_id=d, score=s, truncated=False, empty=False) for d, s in entry.scores.items())
 
 
 def _speed_key(entry: RecordEntry) -> tuple[str, int]:

@@ -51,6 +51,7 @@ class GateRun:
     task_hash: str | None
     lm_eval: dict[str, Any] = field(default_factory=dict)  # lm-eval's results, configs, versions, n-samples
     resumed: int = 0  # answers taken from an interrupted run's request cache (not sent again)
+    raw: bytes | None = None  # raw responses kept beside the record (a fidelity gate's, one JSON line a prompt)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,7 +27,10 @@ from hfrelease.sources import artifact_content
 # Gate fields that change how a measurement is judged, not what is measured: editing them re-judges the
 # recorded samples instead of re-running the gate (request_timeout only bounds how long a request is awaited).
 _JUDGEMENT_FIELDS = {"label", "description", "margin", "floor", "min_recovery", "higher_is_better", "max_truncated",
-                     "artifacts", "num_concurrent", "request_timeout"}
+                     "artifacts", "num_concurrent", "request_timeout", "truncation_margin", "max_kl", "max_flip_rate"}
+# Fidelity-only fields left out of the key while unset, so the keys of every other gate stay what they were
+# before fidelity gates existed (and their recorded results stay current).
+_FIDELITY_FIELDS = {"fidelity", "top_k"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,10 +72,17 @@ class EvalPlan:
 
 
 def gate_artifacts(manifest: Manifest, gate: Gate) -> list[str]:
-    """The artifacts a gate runs on: those it names, else every reference and quant artifact."""
-    if gate.artifacts is not None:
-        return list(gate.artifacts)
-    return [a.id for a in manifest.artifact if a.kind != "draft"]
+    """The artifacts a gate runs on: those it names, else every reference and quant artifact.
+
+    A fidelity gate always runs on the reference too, first: its record holds the continuations and the
+    reference's own scoring that every other artifact is compared with.
+    """
+    chosen = list(gate.artifacts) if gate.artifacts is not None else [a.id for a in manifest.artifact
+                                                                        if a.kind != "draft"]
+    if gate.is_fidelity:
+        reference = manifest.reference.id
+        chosen = [reference, *(a for a in chosen if a != reference)]
+    return chosen
 
 
 def _tree_hash(root: Path) -> str:
@@ -88,6 +98,8 @@ def task_identity(manifest: Manifest, gate: Gate, *, harness: Mapping[str, str |
     `harness` gives the vLLM / lm-eval versions to key with (a record's own); default: those installed here.
     """
     identity: dict[str, Any] = {"task": gate.task, "command": gate.command, "entry_point": gate.entry_point}
+    if gate.fidelity is not None:
+        identity["fidelity"] = hashlib.sha256(manifest.resolve(gate.fidelity).read_bytes()).hexdigest()
     if gate.task is not None:
         identity["lm_eval"] = (harness if harness is not None else installed_harness()).get("lm_eval")
     if gate.task_dir:
@@ -109,26 +121,40 @@ def installed_harness() -> dict[str, str | None]:
 
 def gate_input_key(
     manifest: Manifest, gate: Gate, *, content_sha256: str, public: ServeCommand,
-    harness: Mapping[str, str | None] | None = None,
+    harness: Mapping[str, str | None] | None = None, reference_sha256: str | None = None,
 ) -> str:
     """The key under which a gate's result is recorded: a change to any of these re-runs it.
 
     `harness` (vLLM and lm-eval versions) defaults to what is installed here: what a measurement made now
-    would be made with.
+    would be made with. `reference_sha256`: the reference's content, which a fidelity gate's result on
+    another artifact depends on (it scores the reference's continuations against the reference's logprobs).
     """
     found = harness if harness is not None else installed_harness()
+    settings = gate.model_dump(mode="json", exclude=_JUDGEMENT_FIELDS)
+    settings = {k: v for k, v in settings.items() if not (k in _FIDELITY_FIELDS and v is None)}
+    extra = {"reference": reference_sha256} if reference_sha256 is not None else {}
     return input_key(
         artifact=content_sha256,
-        gate=gate.model_dump(mode="json", exclude=_JUDGEMENT_FIELDS),
+        gate=settings,
         task=task_identity(manifest, gate, harness=found),
         serve=public.identity(),
         harness={"vllm": found.get("vllm"), "lm_eval": found.get("lm_eval")},
+        **extra,
     )
+
+
+def fidelity_reference(manifest: Manifest, gate: Gate, artifact_id: str, reference_sha256: str | None) -> str | None:
+    """The reference content a gate's key depends on: a fidelity gate's, on an artifact other than the reference."""
+    if not gate.is_fidelity or artifact_id == manifest.reference.id:
+        return None
+    # Unidentified, the key matches no record: nothing stale is taken for current (and measuring needs the
+    # reference's record, found by its content, so it reports the reference as missing).
+    return reference_sha256 or "unknown"
 
 
 def find_gate_record(
     manifest: Manifest, gate: Gate, *, ledger: Ledger, artifact_id: str, content_sha256: str, public: ServeCommand,
-    any_harness: bool,
+    any_harness: bool, reference_sha256: str | None = None,
 ) -> LedgerRecord | None:
     """The newest "ok" record of `gate` for these inputs, or None.
 
@@ -138,8 +164,10 @@ def find_gate_record(
     and every other input must still match: the record's own key is recomputed with its versions, and a
     record whose artifact, task, gate settings or serve command differ is never taken.
     """
+    reference = fidelity_reference(manifest, gate, artifact_id, reference_sha256)
     if not any_harness:
-        return ledger.latest(gate_input_key(manifest, gate, content_sha256=content_sha256, public=public))
+        return ledger.latest(gate_input_key(manifest, gate, content_sha256=content_sha256, public=public,
+                                            reference_sha256=reference))
     found: LedgerRecord | None = None
     keys: dict[tuple[str | None, str | None], str] = {}
     for record in ledger.records(artifact_id=artifact_id, subject_id=gate.id, kind="gate"):
@@ -148,7 +176,8 @@ def find_gate_record(
         harness = {"vllm": record.versions.get("vllm"), "lm_eval": record.versions.get("lm_eval")}
         pair = (harness["vllm"], harness["lm_eval"])
         if pair not in keys:
-            keys[pair] = gate_input_key(manifest, gate, content_sha256=content_sha256, public=public, harness=harness)
+            keys[pair] = gate_input_key(manifest, gate, content_sha256=content_sha256, public=public, harness=harness,
+                                        reference_sha256=reference)
         if record.input_key == keys[pair]:
             found = record  # records() is oldest first: the last match is the newest
     return found
@@ -233,6 +262,7 @@ def plan_eval(
     if problems:
         raise ConfigError("hfrelease eval", problems)
     servers: list[ServerJob] = []
+    reference_sha = _reference_sha(manifest, hash_cache=hash_cache, hasher=hasher, gates=gates)
     for artifact in manifest.artifact:
         if artifact.kind == "draft" or (artifacts and artifact.id not in artifacts):
             continue
@@ -256,14 +286,31 @@ def plan_eval(
         public = build_serve_command(manifest, artifact, model=artifact.repo)
         jobs = []
         for gate in chosen:
-            key = gate_input_key(manifest, gate, content_sha256=content.sha256, public=public) if content else ""
+            reference = fidelity_reference(manifest, gate, artifact.id, reference_sha)
+            key = gate_input_key(manifest, gate, content_sha256=content.sha256, public=public,
+                                 reference_sha256=reference) if content else ""
             recorded = None if force or content is None else find_gate_record(
                 manifest, gate, ledger=ledger, artifact_id=artifact.id, content_sha256=content.sha256,
-                public=public, any_harness=any_harness)
+                public=public, any_harness=any_harness, reference_sha256=reference_sha)
             jobs.append(GateJob(artifact_id=artifact.id, gate=gate, input_key=key, recorded=recorded))
         servers.append(ServerJob(artifact=artifact, model_dir=model_dir, content=content, public=public,
                                  gates=tuple(jobs), unknown=unknown))
     return EvalPlan(manifest=manifest, servers=tuple(servers))
+
+
+def _reference_sha(
+    manifest: Manifest, *, hash_cache: HashCache | None, hasher: Callable[..., ContentHash], gates: Sequence[str],
+) -> str | None:
+    """The reference's content hash when a chosen fidelity gate needs it (identified without downloading:
+    a Hub source from the Hub's listing); None when no fidelity gate is chosen or it cannot be identified
+    (then the fidelity records of other artifacts are not found, and are measured or reported as missing)."""
+    if not any(g.is_fidelity and (not gates or g.id in gates) for g in manifest.gate):
+        return None
+    try:
+        _, content = artifact_content(manifest, manifest.reference, download=False, cache=hash_cache, hasher=hasher)
+    except ArtifactError:
+        return None
+    return content.sha256
 
 
 def gate_call(manifest: Manifest, gate: Gate, *, base_url: str, model: str, files: ModelFiles) -> LmEvalCall:

@@ -11,6 +11,7 @@ measuring is done.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import sys
@@ -22,8 +23,16 @@ from typing import Any, Literal, Protocol
 
 from hfrelease import __version__
 from hfrelease.errors import ExitCode, HfreleaseError, MeasurementError
-from hfrelease.evaluation.comparison import Comparison, paired_comparison
+from hfrelease.evaluation.comparison import Comparison
 from hfrelease.evaluation.custom_gate import run_custom_gate
+from hfrelease.evaluation.fidelity_gate import (
+    artifact_lines,
+    fidelity_run,
+    post_json,
+    read_raw,
+    reference_lines,
+    top_k,
+)
 from hfrelease.evaluation.lm_eval_gate import GateRun, RequestCache, generation_kwargs, run_lm_eval_gate
 from hfrelease.evaluation.plan import (
     EvalPlan,
@@ -36,11 +45,14 @@ from hfrelease.evaluation.plan import (
     serve_command,
 )
 from hfrelease.evaluation.timeouts import MAX_RETRIES, gate_request_timeout, stall_window
+from hfrelease.evaluation.verdict import judge_samples
+from hfrelease.ledger.atomic import write_atomic
 from hfrelease.ledger.hashing import HashCache
 from hfrelease.ledger.provenance import hardware, now_utc_iso, versions
-from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord
+from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord, raw_files
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Gate, Manifest
+from hfrelease.manifest.gate_rules import read_prompt_set
 from hfrelease.redact import redact_env
 from hfrelease.serving.alarm import Alarm
 from hfrelease.serving.command import ServeCommand, build_serve_command
@@ -94,11 +106,14 @@ class GateRow:
     verdict: Verdict
     reason: str
     comparison: Comparison | None = None
+    checks: tuple[tuple[str, Comparison], ...] = ()  # every check judged (accuracy, truncation, kl, flip_rate)
 
     def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {k: v for k, v in self.__dict__.items() if k != "comparison"}
+        data: dict[str, Any] = {k: v for k, v in self.__dict__.items() if k not in ("comparison", "checks")}
         if self.comparison is not None:
             data["comparison"] = dict(self.comparison.__dict__)
+        if self.checks:
+            data["checks"] = {name: dict(c.__dict__) for name, c in self.checks}
         return data
 
 
@@ -189,14 +204,15 @@ def run_eval(
             check_identity(endpoint, job.artifact.repo)
             events.server_state(job.artifact.id, f"attached {endpoint}")
             n, paths = _run_gates(manifest, job, endpoint, None, None, ledger=ledger, events=events,
-                                  measured=measured, log_dir=run_dir, request_cache=request_cache, force=force)
+                                  measured=measured, log_dir=run_dir, request_cache=request_cache, force=force,
+                                  hash_cache=hash_cache)
         else:
             server, command = _start(manifest, job, run_dir=run_dir, events=events, base_env=base_env)
             started += 1
             try:
                 n, paths = _run_gates(manifest, job, server.endpoint.base_url, server, command, ledger=ledger,
                                       events=events, measured=measured, log_dir=run_dir,
-                                      request_cache=request_cache, force=force)
+                                      request_cache=request_cache, force=force, hash_cache=hash_cache)
                 if after_gates is not None:
                     after_gates(job, server, command)
             finally:
@@ -238,6 +254,7 @@ def _run_gates(
     log_dir: Path,
     request_cache: Path | None = None,
     force: bool = False,
+    hash_cache: HashCache | None = None,
 ) -> tuple[int, list[Path]]:
     requests = 0
     written: list[Path] = []
@@ -261,7 +278,10 @@ def _run_gates(
             events.gate_progress(a, g, done, total)
 
         def measure(gate: Gate = gate, files: Any = files, cache: RequestCache | None = cache,
-                    on_progress: Any = on_progress) -> GateRun:
+                    on_progress: Any = on_progress, aid: str = aid) -> GateRun:
+            if gate.is_fidelity:
+                return _measure_fidelity(manifest, gate, aid, base_url=base_url, model=model, ledger=ledger,
+                                         measured=measured, hash_cache=hash_cache, on_progress=on_progress)
             with stderr_to(log_dir / "lm-eval.log"):
                 return _measure(manifest, gate, base_url=base_url, model=model, files=files,
                                 on_progress=on_progress, cache=cache)
@@ -281,9 +301,18 @@ def _run_gates(
         if server is not None:
             server.check_alive()
         requests += run.requests
+        raw_name = None
+        if run.raw is not None:
+            # Content-addressed like a speed record's raw files, and written first: a record never names a
+            # missing file. Not *.json: the ledger reads every *.json of an artifact's directory as a record.
+            digest = hashlib.sha256(run.raw).hexdigest()[:12]
+            raw_name = f"gate-{gate.id}-{gate_job.input_key[:12]}-{digest}.fidelity.jsonl"
+            target = ledger.root / aid / raw_name
+            if not target.exists():
+                write_atomic(target, run.raw)
         record = _record(manifest, job, gate_job, run, command=command, base_url=base_url, started_at=started_at,
                          duration=time.monotonic() - t0, failure=failure,
-                         memory=server.memory() if server is not None else None)
+                         memory=server.memory() if server is not None else None, raw_name=raw_name)
         written.append(ledger.write(record))
         if cache is not None:
             cache.clear()  # the record holds the answers now
@@ -364,10 +393,39 @@ def _measure(
     return run_custom_gate(gate, base_url=base_url, model=model, cwd=manifest.root)
 
 
+def _measure_fidelity(
+    manifest: Manifest, gate: Gate, artifact_id: str, *, base_url: str, model: str, ledger: Ledger,
+    measured: Mapping[tuple[str, str], LedgerRecord], hash_cache: HashCache | None, on_progress: Any,
+) -> GateRun:
+    """The reference generates and scores its continuations; any other artifact scores the reference's
+    tokens, read from the raw file beside the reference's record of this gate (measured in this run, or
+    recorded for the reference's current content)."""
+    timeout = gate_request_timeout(gate)
+
+    def post(url: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return post_json(url, body, timeout=timeout)
+
+    if artifact_id == manifest.reference.id:
+        prompts = read_prompt_set(manifest.resolve(gate.fidelity or ""))
+        lines = reference_lines(gate, prompts, base_url=base_url, model=model, post=post, on_progress=on_progress)
+        return fidelity_run(lines, requests=2 * len(lines))
+    reference = measured.get((manifest.reference.id, gate.id)) or _reference_record(
+        manifest, gate, ledger=ledger, hash_cache=hash_cache)
+    names = [name for key, name in raw_files(reference) if key == "fidelity_raw"] if reference is not None else []
+    if reference is None or reference.status != "ok" or len(names) != 1:
+        raise MeasurementError(
+            f"fidelity gate {gate.id!r} needs the reference's record of it (its continuations and logprobs), "
+            "and there is none for the reference's current content",
+            hint=f"Evaluate the reference first: hfrelease eval --artifact {manifest.reference.id} --gate {gate.id}")
+    lines = artifact_lines(gate, read_raw(ledger.raw_bytes(reference, names[0])), base_url=base_url, model=model,
+                           post=post, on_progress=on_progress)
+    return fidelity_run(lines, requests=len(lines))
+
+
 def _record(
     manifest: Manifest, job: ServerJob, gate_job: GateJob, run: GateRun, *, command: ServeCommand | None,
     base_url: str, started_at: str, duration: float, failure: MeasurementError | None = None,
-    memory: Mapping[str, Any] | None = None,
+    memory: Mapping[str, Any] | None = None, raw_name: str | None = None,
 ) -> LedgerRecord:
     """The ledger record of one gate run; `memory` is the server's so far (start-up figures, peak PSS),
     absent for an attached server, whose processes hfrelease cannot see."""
@@ -386,6 +444,17 @@ def _record(
         )
     argv = list(command.argv) if command else ["(attached)", base_url]
     env = redact_env(dict(command.env)) if command else {}
+    generation: dict[str, Any] = {**generation_kwargs(gate), "limit": gate.limit, "num_fewshot": gate.num_fewshot,
+                                  "api": gate.api}
+    extra: dict[str, Any] = {}
+    if gate.is_fidelity:
+        # Greedy continuations of max_tokens tokens, scored with top_k prompt logprobs through /v1/completions.
+        generation = {"max_tokens": gate.max_tokens, "temperature": 0.0, "top_k_logprobs": top_k(gate),
+                      "api": "completions", "prompts": gate.fidelity}
+        extra = {"fidelity_raw": [raw_name] if raw_name else [],
+                 "kl_approximation": "KL on the shared reported top-k support plus one rest bucket (a lower bound)"}
+        if job.artifact.id != manifest.reference.id:
+            extra["compared_with"] = manifest.reference.id
     return LedgerRecord(
         kind="gate",
         family=manifest.family.name,
@@ -393,14 +462,13 @@ def _record(
         artifact_hash=job.content.sha256,
         artifact_files=job.content.files,
         subject_id=gate.id,
-        harness="lm-eval" if gate.task else "custom",
-        task=gate.task or gate.id,
+        harness="fidelity" if gate.is_fidelity else "lm-eval" if gate.task else "custom",
+        task=gate.task or gate.fidelity or gate.id,
         task_hash=run.task_hash,
         mode=gate.mode,
         n=run.n,
         seed=gate.seed,
-        generation={**generation_kwargs(gate), "limit": gate.limit, "num_fewshot": gate.num_fewshot,
-                    "api": gate.api},
+        generation=generation,
         metrics={k: Metric(value=v["value"] or 0.0, stderr=v["stderr"]) for k, v in run.metrics.items()},
         samples=tuple(Sample.model_validate(s) for s in run.samples),
         truncated=run.truncated,
@@ -414,14 +482,10 @@ def _record(
         # `requests`: sent by this run; `resumed`: answers an interrupted run of the same inputs received.
         extra={"metric": gate.metric, "value": run.value, "requests": run.requests, "lm_eval": run.lm_eval,
                **({"resumed": run.resumed} if run.resumed else {}),
-               **({"memory": dict(memory)} if memory else {})},
+               **extra, **({"memory": dict(memory)} if memory else {})},
         status="void" if void_reason else "ok",
         void_reason=void_reason,
     )
-
-
-def _scores(ledger: Ledger, record: LedgerRecord) -> dict[str, float]:
-    return {s.doc_id: s.score for s in ledger.load_samples(record)}
 
 
 def judge(
@@ -478,15 +542,12 @@ def judge(
                                     reason=f"no valid reference result for {gate.id}: evaluate {reference.id}"))
                 continue
             try:
-                comparison = paired_comparison(
-                    _scores(ledger, record), _scores(ledger, ref), margin=gate.margin,
-                    higher_is_better=gate.higher_is_better, floor=gate.floor, seed=gate.seed,
-                    min_recovery=gate.min_recovery,
-                )
+                judged = judge_samples(gate, ledger.load_samples(record), ledger.load_samples(ref))
             except MeasurementError as exc:
                 rows.append(replace(base, verdict="no-reference", reason=exc.message))
                 continue
-            rows.append(replace(base, verdict=comparison.verdict, reason=comparison.reason, comparison=comparison))
+            rows.append(replace(base, verdict=judged.verdict, reason=judged.reason, comparison=judged.comparison,
+                                checks=judged.checks))
     return rows
 
 
@@ -496,7 +557,7 @@ def _meets_floor(value: float, gate: Gate) -> bool:
 
 
 def _reference_record(
-    manifest: Manifest, gate: Gate, *, ledger: Ledger, hash_cache: HashCache | None, any_harness: bool = False
+    manifest: Manifest, gate: Gate, *, ledger: Ledger, hash_cache: HashCache | None, any_harness: bool = False,
 ) -> LedgerRecord | None:
     """The reference's recorded result for `gate` under the current inputs (not a stale one).
 

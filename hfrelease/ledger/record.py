@@ -51,8 +51,11 @@ _SAMPLES_FILE = r"^[A-Za-z0-9][A-Za-z0-9._-]*\.samples\.jsonl\.gz$"
 # `*.bench.jsonl` / `*.metrics.txt` scheme stay readable; `Ledger.merge` copies only content-addressed
 # names (`RAW_FILE`) whose bytes match the hash in the name.
 _BARE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-RAW_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*-(?P<sha>[0-9a-f]{12})\.(?P<type>bench\.jsonl|metrics\.txt)$")
-RAW_KEYS = {"raw": "bench.jsonl", "metrics_raw": "metrics.txt"}  # extra key -> the file type it lists
+# A fidelity gate's record names its raw `/v1/completions` responses in `extra["fidelity_raw"]`.
+RAW_FILE = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*-(?P<sha>[0-9a-f]{12})\.(?P<type>bench\.jsonl|metrics\.txt|fidelity\.jsonl)$")
+RAW_KEYS = {"raw": "bench.jsonl", "metrics_raw": "metrics.txt", "fidelity_raw": "fidelity.jsonl"}  # extra key -> type
+_RAW_KEYS_OF: dict[str, tuple[str, ...]] = {"speed": ("raw", "metrics_raw"), "gate": ("fidelity_raw",)}
 # Flags whose value is a credential: the flag's last word is a secret word (`--api-key`, `--hf-token`).
 # Matching the last word, not a substring, keeps `--max-num-batched-tokens 8192` in the serve command.
 _SECRET_FLAG = re.compile(r"(^|_)(token|api_?key|secret|password|passwd|private_key|credentials?)$", re.I)
@@ -172,7 +175,7 @@ class LedgerRecord(_Model):
     draft_artifact_id: Slug | None = None
     draft_hash: Sha256 | None = None
     subject_id: Slug  # the gate id or workload id
-    harness: Literal["lm-eval", "custom", "vllm-bench"]
+    harness: Literal["lm-eval", "custom", "vllm-bench", "fidelity"]
     task: str = Field(min_length=1)
     task_hash: str | None
     mode: Literal["thinking", "non-thinking"]
@@ -228,16 +231,15 @@ class LedgerRecord(_Model):
 
 
 def raw_files(record: LedgerRecord) -> list[tuple[str, str]]:
-    """(extra key, file name) of each raw benchmark file a speed record keeps beside it.
+    """(extra key, file name) of each raw file a record keeps beside it.
 
-    The keys are `extra["raw"]` (`*.bench.jsonl`) and `extra["metrics_raw"]` (`*.metrics.txt`). Raise
-    ValueError unless each is a list of bare file names (no directory, no leading dot): a record merged
-    from another machine must not be able to point at a file outside its own directory.
+    A speed record's keys are `extra["raw"]` (`*.bench.jsonl`) and `extra["metrics_raw"]` (`*.metrics.txt`),
+    a fidelity gate's `extra["fidelity_raw"]` (`*.fidelity.jsonl`). Raise ValueError unless each is a list
+    of bare file names (no directory, no leading dot): a record merged from another machine must not be
+    able to point at a file outside its own directory.
     """
-    if record.kind != "speed":
-        return []
     found: list[tuple[str, str]] = []
-    for key in RAW_KEYS:
+    for key in _RAW_KEYS_OF.get(record.kind, ()):
         value = record.extra.get(key)
         if value is None:
             continue

@@ -122,10 +122,22 @@ class Ledger:
         return max(candidates, key=lambda item: (_when(item[0]), item[1].name))[0]
 
     def raw_path(self, record: LedgerRecord, name: str) -> Path:
-        """Where a raw benchmark file named by `record` (`extra["raw"]`, `extra["metrics_raw"]`) lives."""
+        """Where a raw file named by `record` (`extra` keys raw, metrics_raw, fidelity_raw) lives."""
         if name not in {n for _, n in raw_files(record)}:
             raise LedgerError(f"{name!r} is not a raw file of record {record.subject_id!r} of {record.artifact_id!r}")
         return self.root / record.artifact_id / name
+
+    def raw_bytes(self, record: LedgerRecord, name: str) -> bytes:
+        """The bytes of a raw file `record` names, checked against the sha256 in the file's name."""
+        path = self.raw_path(record, name)
+        match = RAW_FILE.fullmatch(name)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise LedgerError(f"{path}: {exc}", hint=_REPAIR_HINT) from exc
+        if match is None or hashlib.sha256(data).hexdigest()[:12] != match["sha"]:
+            raise LedgerError(f"{path} does not match the sha256 in its name", hint=_REPAIR_HINT)
+        return data
 
     def load_samples(self, record: LedgerRecord) -> tuple[Sample, ...]:
         """The record's per-sample outcomes, inline or from its samples file (whose sha256 is verified)."""

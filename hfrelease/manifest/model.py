@@ -283,8 +283,27 @@ class Artifact(Table):
         return self
 
 
+FIDELITY_METRIC = "kl"  # the headline metric of a fidelity gate: mean per-token KL(reference || artifact)
+MAX_TOP_K = 20  # vLLM's default --max-logprobs: a larger top_k is refused by the server
+
+
 class Gate(Table):
-    """A quality gate: an lm-eval task, or a custom command / Python entry point."""
+    """A quality gate: an lm-eval task, a custom command / Python entry point, or a fidelity gate.
+
+    A fidelity gate (`fidelity = "<prompt set>"`) compares an artifact's next-token distributions with the
+    reference's on the reference's own greedy continuations (`hfrelease.evaluation.fidelity`); it is judged
+    by `max_kl` / `max_flip_rate` instead of `margin`, and its kind-specific rules live in
+    `hfrelease.manifest.gate_rules` (checked on the raw TOML, so every bad field is reported at once).
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fidelity_defaults(cls, data: object) -> object:
+        # A fidelity gate has no lm-eval metric, accuracy margin or chat mode of its own: the fields every
+        # other gate must give get their fidelity meaning here (gate_rules refuses a margin written anyway).
+        if isinstance(data, dict) and data.get("fidelity") is not None:
+            return {"metric": FIDELITY_METRIC, "margin": 0.0, "mode": "non-thinking", **data}
+        return data
 
     id: Slug
     label: str | None = None  # how cards name it, e.g. "GSM8K"
@@ -313,13 +332,27 @@ class Gate(Table):
     request_timeout: Seconds | None = None
     artifacts: list[Slug] | None = None  # default: every artifact that is not a draft
     description: str | None = None
+    # Truncation compared: the share of answers cut by the budget or empty (a thinking block never closed)
+    # may exceed the reference's by at most this much (paired, upper CI bound): a quant that loops more
+    # fails even when its accuracy holds.
+    truncation_margin: Fraction = 0.05
+    # Fidelity gates only (see the class docstring); None elsewhere, so other gates' input keys are unchanged.
+    fidelity: RelPath | None = None  # JSONL prompt set: one {"id": ..., "prompt": "..."} per line
+    top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] | None = None  # logprobs per position (default MAX_TOP_K)
+    max_kl: Annotated[float, Field(ge=0.0)] | None = None  # nats per token, mean over prompts (upper CI bound)
+    max_flip_rate: Fraction | None = None  # share of positions whose top-1 token differs (upper CI bound)
+
+    @property
+    def is_fidelity(self) -> bool:
+        return self.fidelity is not None
 
     @model_validator(mode="after")
     def _one_harness(self) -> Gate:
-        given = [name for name in ("task", "command", "entry_point") if getattr(self, name) is not None]
+        given = [name for name in ("task", "command", "entry_point", "fidelity") if getattr(self, name) is not None]
         if len(given) != 1:
             raise ValueError(
-                "give exactly one of task (an lm-eval task), command or entry_point (a custom gate); "
+                "give exactly one of task (an lm-eval task), command or entry_point (a custom gate), "
+                "or fidelity (a prompt set); "
                 f"got {', '.join(given) or 'none'}"
             )
         if self.command is not None and not self.command:

@@ -104,7 +104,7 @@ def test_gate_run_reports_engine_death_when_the_client_error_wins_the_race(
         raise refused()
 
     monkeypatch.setattr(runner, "_measure", measure)
-    gate = SimpleNamespace(id="g", request_timeout=60.0)
+    gate = SimpleNamespace(id="g", request_timeout=60.0, is_fidelity=False)
     job = SimpleNamespace(pending=[SimpleNamespace(gate=gate)], artifact=SimpleNamespace(id="a", repo="o/m"),
                           model_dir=tmp_path)
     with pytest.raises(ServerDiedError) as caught:
@@ -114,7 +114,7 @@ def test_gate_run_reports_engine_death_when_the_client_error_wins_the_race(
 
 
 def _run_one_gate(tmp_path: Path, server: VllmServer) -> None:
-    gate = SimpleNamespace(id="g", request_timeout=60.0)
+    gate = SimpleNamespace(id="g", request_timeout=60.0, is_fidelity=False)
     job = SimpleNamespace(pending=[SimpleNamespace(gate=gate)], artifact=SimpleNamespace(id="a", repo="o/m"),
                           model_dir=tmp_path)
     runner._run_gates(SimpleNamespace(), job, "http://127.0.0.1:1", server, None,  # type: ignore[arg-type]

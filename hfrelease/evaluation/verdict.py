@@ -1,0 +1,100 @@
+"""The verdict of one gate on one artifact against the reference: the one function eval, the release
+decision and the cards all call, so they never disagree.
+
+Every check is a paired bootstrap (`hfrelease.evaluation.comparison.paired_comparison`) over the samples
+both records share, judged as non-inferiority with the check's own margin:
+
+- **accuracy** (lm-eval and custom gates): the gate's metric, `margin` and `floor`.
+- **truncation** (the same gates): the share of answers cut by the budget or empty (a thinking block never
+  closed), lower is better, margin `truncation_margin`: a quant that loops more than its reference fails
+  even when its accuracy holds.
+- **kl** and **flip_rate** (fidelity gates): each prompt's mean per-token KL and top-1 flip rate against the
+  reference's own scoring of the same tokens (0 by construction, see `hfrelease.evaluation.fidelity`),
+  lower is better, margins `max_kl` / `max_flip_rate`: the upper bound of the mean's interval must stay
+  within the threshold.
+
+The gate passes when every check passes; the reason is the first failing check's (else the headline's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from hfrelease.evaluation.comparison import Comparison, paired_comparison
+from hfrelease.ledger.record import Sample
+from hfrelease.manifest import Gate
+
+
+@dataclass(frozen=True, kw_only=True)
+class Judgement:
+    verdict: Literal["pass", "fail"]
+    reason: str
+    comparison: Comparison  # the headline check (accuracy, or a fidelity gate's KL when it has max_kl)
+    checks: tuple[tuple[str, Comparison], ...]  # every check judged, by name
+
+
+def _figure(sample: Sample, name: str) -> float:
+    if name == "score":
+        return sample.score
+    if name == "cut":
+        return 1.0 if sample.truncated or sample.empty else 0.0
+    value = (sample.model_extra or {}).get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"sample {sample.doc_id!r} has no {name!r}")
+    return float(value)
+
+
+def _by_doc(samples: Sequence[Sample], name: str) -> dict[str, float]:
+    return {s.doc_id: _figure(s, name) for s in samples}
+
+
+def _fidelity_reason(name: str, label: str, unit: str, limit: float, comparison: Comparison) -> str:
+    # The comparison's delta is reference - artifact (lower is better), so the artifact's excess over the
+    # reference's self-score is -delta and its upper bound is -ci_low.
+    within = "within" if comparison.verdict == "pass" else "above"
+    pct = f"{comparison.confidence:.0%}"
+    return (f"{label} {comparison.artifact_mean:.4g}{unit} ({pct} CI {-comparison.ci_high:.4g} to "
+            f"{-comparison.ci_low:.4g}) on {comparison.n_paired} prompts: the upper bound is {within} "
+            f"{name} = {limit:g}")
+
+
+def judge_samples(gate: Gate, artifact: Sequence[Sample], reference: Sequence[Sample]) -> Judgement:
+    """Judge `artifact`'s samples against the `reference`'s for `gate`; raises MeasurementError when they
+    share no sample (`paired_comparison`)."""
+    checks: list[tuple[str, Comparison]] = []
+    reasons: dict[str, str] = {}
+    if gate.is_fidelity:
+        for name, figure, limit, label, unit in (("max_kl", "score", gate.max_kl, "mean KL", " nats/token"),
+                                                 ("max_flip_rate", "flip_rate", gate.max_flip_rate,
+                                                  "top-1 flip rate", "")):
+            if limit is None:
+                continue
+            comparison = paired_comparison(_by_doc(artifact, figure), _by_doc(reference, figure), margin=limit,
+                                           higher_is_better=False, seed=gate.seed)
+            check = name.removeprefix("max_")
+            checks.append((check, comparison))
+            reasons[check] = _fidelity_reason(name, label, unit, limit, comparison)
+    else:
+        accuracy = paired_comparison(_by_doc(artifact, "score"), _by_doc(reference, "score"), margin=gate.margin,
+                                     higher_is_better=gate.higher_is_better, floor=gate.floor, seed=gate.seed,
+                                     min_recovery=gate.min_recovery)
+        checks.append(("accuracy", accuracy))
+        reasons["accuracy"] = accuracy.reason
+        cut = paired_comparison(_by_doc(artifact, "cut"), _by_doc(reference, "cut"), margin=gate.truncation_margin,
+                                higher_is_better=False, seed=gate.seed)
+        checks.append(("truncation", cut))
+        excess = f"{-cut.ci_high:+.1%} to {-cut.ci_low:+.1%}"
+        reasons["truncation"] = (
+            f"cut-off or empty answers {cut.artifact_mean:.1%} against the reference's {cut.reference_mean:.1%} "
+            f"({cut.confidence:.0%} CI of the excess {excess}): "
+            + (f"an excess above truncation_margin = {gate.truncation_margin:g} is not ruled out"
+               if cut.verdict == "fail" else f"within truncation_margin = {gate.truncation_margin:g}"))
+    if not checks:
+        raise ValueError(f"gate {gate.id!r} has no threshold to judge (max_kl or max_flip_rate)")
+    failed = [name for name, c in checks if c.verdict == "fail"]
+    headline = checks[0]
+    chosen = failed[0] if failed else headline[0]
+    verdict: Literal["pass", "fail"] = "fail" if failed else "pass"
+    return Judgement(verdict=verdict, reason=reasons[chosen], comparison=headline[1], checks=tuple(checks))

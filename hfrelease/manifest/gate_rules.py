@@ -1,0 +1,115 @@
+"""The rules of a fidelity gate's keys, checked on the raw TOML so that every bad field is reported at once.
+
+Pydantic's model validators run only once every field of a table is valid, and a cross-field rule raised
+there has no field location; these run on every load (like `references.py`) whatever else failed, and each
+problem names its own key: `gate[4].max_kl`, `gate[4].fidelity` (a prompt-set line: `...fidelity:3`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from hfrelease.errors import ConfigProblem
+
+# Keys that mean something only on a fidelity gate, and keys a fidelity gate has no use for (it has no
+# lm-eval metric, accuracy margin or floor: `max_kl` / `max_flip_rate` judge it).
+FIDELITY_ONLY = ("top_k", "max_kl", "max_flip_rate")
+NOT_FOR_FIDELITY = ("metric", "margin", "floor", "min_recovery", "higher_is_better", "task_dir", "api", "num_fewshot",
+                    "temperature", "top_p", "limit", "max_truncated")
+MAX_PROMPTS = 10_000
+
+
+def _gates(data: Mapping[str, Any]) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    items = data.get("gate")
+    if isinstance(items, list):
+        for index, item in enumerate(items):
+            if isinstance(item, Mapping):
+                yield index, item
+
+
+def check_gate_kinds(data: Mapping[str, Any]) -> list[ConfigProblem]:
+    """Fidelity keys on fidelity gates only; a fidelity gate has a threshold and no accuracy-gate keys."""
+    problems: list[ConfigProblem] = []
+    for index, gate in _gates(data):
+        where = f"gate[{index}]"
+        if gate.get("fidelity") is None:
+            problems += [ConfigProblem(location=f"{where}.{key}",
+                                       message=f"{key} applies to fidelity gates only (fidelity = \"<prompt set>\")")
+                         for key in FIDELITY_ONLY if key in gate]
+            continue
+        problems += [ConfigProblem(location=f"{where}.{key}",
+                                   message=f"a fidelity gate takes no {key}: it is judged by max_kl / max_flip_rate "
+                                           "against the reference's own next-token distributions")
+                     for key in NOT_FOR_FIDELITY if key in gate]
+        if gate.get("mode", "non-thinking") != "non-thinking":
+            problems.append(ConfigProblem(location=f"{where}.mode", message=(
+                "a fidelity gate scores raw completions of its prompt set: mode must be 'non-thinking' (or left out)")))
+        if gate.get("max_kl") is None and gate.get("max_flip_rate") is None:
+            problems.append(ConfigProblem(location=f"{where}.max_kl", message=(
+                "a fidelity gate needs max_kl (nats per token) or max_flip_rate (share of positions), or both")))
+    return problems
+
+
+def check_prompt_sets(data: Mapping[str, Any], root: Path) -> list[ConfigProblem]:
+    """Each fidelity gate's prompt set is a JSONL file of {"id": str, "prompt": non-empty str}, ids unique."""
+    problems: list[ConfigProblem] = []
+    for index, gate in _gates(data):
+        value = gate.get("fidelity")
+        if not isinstance(value, str) or not value or "\x00" in value:
+            continue  # the schema reports it
+        where = f"gate[{index}].fidelity"
+        path = root / value
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            problems.append(ConfigProblem(location=where,
+                                          message=f"file {value!r} does not exist (relative to {root})"))
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(ConfigProblem(location=where, message=f"cannot read {value!r}: {exc}"))
+            continue
+        problems += [ConfigProblem(location=f"{where}:{line}", message=f"{value}: {message}")
+                     for line, message in prompt_set_problems(text)]
+    return problems
+
+
+def prompt_set_problems(text: str) -> list[tuple[int, str]]:
+    """(line, message) for each bad line of a prompt set; an empty set is one problem at line 0."""
+    problems: list[tuple[int, str]] = []
+    seen: dict[str, int] = {}
+    count = 0
+    for line, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        count += 1
+        try:
+            item = json.loads(raw)
+        except ValueError as exc:
+            problems.append((line, f"not JSON: {exc}"))
+            continue
+        if not isinstance(item, dict):
+            problems.append((line, "each line must be a JSON object with \"id\" and \"prompt\""))
+            continue
+        ident, prompt = item.get("id"), item.get("prompt")
+        if not isinstance(ident, str) or not ident:
+            problems.append((line, "\"id\" must be a non-empty string"))
+        elif ident in seen:
+            problems.append((line, f"duplicate id {ident!r} (also line {seen[ident]})"))
+        else:
+            seen[ident] = line
+        if not isinstance(prompt, str) or not prompt:
+            problems.append((line, "\"prompt\" must be a non-empty string"))
+    if count == 0:
+        problems.append((0, "the prompt set is empty"))
+    elif count > MAX_PROMPTS:
+        problems.append((0, f"{count} prompts: a fidelity gate takes at most {MAX_PROMPTS}"))
+    return problems
+
+
+def read_prompt_set(path: Path) -> list[tuple[str, str]]:
+    """(id, prompt) of each line of a prompt set `check_prompt_sets` accepted, in file order."""
+    items = (json.loads(raw) for raw in path.read_text(encoding="utf-8").splitlines() if raw.strip())
+    return [(str(item["id"]), str(item["prompt"])) for item in items]
