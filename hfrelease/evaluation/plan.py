@@ -295,7 +295,41 @@ def plan_eval(
             jobs.append(GateJob(artifact_id=artifact.id, gate=gate, input_key=key, recorded=recorded))
         servers.append(ServerJob(artifact=artifact, model_dir=model_dir, content=content, public=public,
                                  gates=tuple(jobs), unknown=unknown))
+    if download and artifacts and manifest.reference.id not in artifacts:
+        servers = _with_fidelity_reference(manifest, servers, ledger=ledger, hash_cache=hash_cache, hasher=hasher,
+                                           force=force)
     return EvalPlan(manifest=manifest, servers=tuple(servers))
+
+
+def _with_fidelity_reference(
+    manifest: Manifest, servers: list[ServerJob], *, ledger: Ledger, hash_cache: HashCache | None,
+    hasher: Callable[..., ContentHash], force: bool,
+) -> list[ServerJob]:
+    """`servers`, preceded by the reference's server for the fidelity gates whose reference record is missing.
+
+    An eval job of one artifact (a release's matrix job) measures its fidelity gates against the reference's
+    record of them: when no such record exists for the reference's current content, the job serves the
+    reference first, for those gates only, instead of recording a void result. Greedy continuations make
+    the reference's runs in several jobs the same measurement.
+    """
+    wanted = {g.gate.id: g.gate for job in servers for g in job.pending if g.gate.is_fidelity}
+    if not wanted:
+        return servers
+    reference = manifest.reference
+    model_dir, content = artifact_content(manifest, reference, download=True, cache=hash_cache, hasher=hasher)
+    public = build_serve_command(manifest, reference, model=reference.repo)
+    jobs = []
+    for gate in wanted.values():
+        recorded = None if force else find_gate_record(manifest, gate, ledger=ledger, artifact_id=reference.id,
+                                                       content_sha256=content.sha256, public=public,
+                                                       any_harness=False)
+        if recorded is None:
+            key = gate_input_key(manifest, gate, content_sha256=content.sha256, public=public)
+            jobs.append(GateJob(artifact_id=reference.id, gate=gate, input_key=key, recorded=None))
+    if not jobs:
+        return servers
+    return [ServerJob(artifact=reference, model_dir=model_dir, content=content, public=public, gates=tuple(jobs)),
+            *servers]
 
 
 def _reference_sha(
@@ -322,10 +356,38 @@ def gate_call(manifest: Manifest, gate: Gate, *, base_url: str, model: str, file
                         tokenizer_revision=tokenizer.revision if tokenizer else None)
 
 
+def describe_fidelity(manifest: Manifest, job: GateJob, *, base_url: str, model: str) -> str:
+    """A fidelity gate's requests, built by the functions that send them (`fidelity_gate`), as shell lines."""
+    import json
+
+    from hfrelease.evaluation.fidelity_gate import continuation_request, scoring_request
+    from hfrelease.manifest.gate_rules import read_prompt_set
+
+    gate = job.gate
+    assert gate.fidelity is not None
+    path = manifest.resolve(gate.fidelity)
+    prompts = read_prompt_set(path)
+    url = shlex.quote(f"{base_url}/v1/completions")
+
+    def curl(body: dict[str, Any]) -> str:
+        return f"curl -s {url} -H 'Content-Type: application/json' -d {shlex.quote(json.dumps(body))}"
+
+    tokens = "<prompt_token_ids + continuation_token_ids>"
+    score = curl({**scoring_request(gate, model=model, token_ids=[]), "prompt": tokens})
+    if job.artifact_id == manifest.reference.id:
+        first = curl(continuation_request(gate, model=model, prompt=prompts[0][1]))
+        return (f"# {len(prompts)} prompts of {path}: per prompt, the greedy continuation, then its scoring\n"
+                f"{first}\n{score}")
+    return (f"# the {len(prompts)} token sequences of the reference's record of gate {gate.id!r}, each scored:\n"
+            f"{score}")
+
+
 def describe_gate(manifest: Manifest, job: GateJob, *, base_url: str, model: str, files: ModelFiles,
                   run_dir: str = "<run dir>") -> str:
     """The exact invocation of one gate, as a shell line."""
     gate = job.gate
+    if gate.fidelity is not None:
+        return describe_fidelity(manifest, job, base_url=base_url, model=model)
     if gate.task is not None:
         call = gate_call(manifest, gate, base_url=base_url, model=model, files=files)
         return call.display(output_path=str(Path(run_dir) / "lm-eval" / job.artifact_id / gate.id))
