@@ -10,7 +10,7 @@ import click
 from hfrelease.errors import ConfigError, ConfigProblem, ExitCode
 
 if TYPE_CHECKING:
-    from hfrelease.manifest import Manifest
+    from hfrelease.manifest import Gate, Manifest
 
 
 @click.command()
@@ -176,9 +176,9 @@ def _show(manifest: Manifest, path: Path) -> None:
     if manifest.gate:
         gates = make_table("gate", "harness", "mode", "n", "budget", "metric", "margin", title="Gates")
         for g in manifest.gate:
-            harness = g.task or (" ".join(g.command) if g.command else g.entry_point) or ""
+            harness = g.task or (" ".join(g.command) if g.command else g.entry_point) or f"fidelity {g.fidelity}"
             gates.add_row(
-                g.id, e(harness), g.mode, str(g.limit or "all"), str(g.max_tokens), e(g.metric), f"-{g.margin:g}"
+                g.id, e(harness), g.mode, str(g.limit or "all"), str(g.max_tokens), e(g.metric), _threshold(g)
             )
         out_console.print(gates)
     if manifest.workload:
@@ -192,3 +192,12 @@ def _show(manifest: Manifest, path: Path) -> None:
                 ",".join(map(str, w.concurrency)), ",".join(w.speculative),
             )
         out_console.print(loads)
+
+
+def _threshold(gate: Gate) -> str:
+    """The gate's pass line as the table shows it: -margin, or a fidelity gate's maxima."""
+    if not gate.is_fidelity:
+        return f"-{gate.margin:g}"
+    limits = [f"kl<={gate.max_kl:g}" if gate.max_kl is not None else "",
+              f"flips<={gate.max_flip_rate:g}" if gate.max_flip_rate is not None else ""]
+    return " ".join(x for x in limits if x)
