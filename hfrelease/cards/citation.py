@@ -1,9 +1,13 @@
 """BibTeX and CITATION.cff for a card, built as data and escaped for their formats.
 
-BibTeX: one `@misc` entry for the artifact's own citation (when it has one) and one for the family.
-Untrusted text is escaped for (La)TeX; an author's `bibtex` form is kept as written when its braces
-balance (it is meant to hold TeX such as `Pe{\\v{c}}iukonis`), else escaped like any other text.
-CFF: a CITATION.cff 1.2.0 document (https://citation-file-format.github.io/), dumped by PyYAML.
+BibTeX: one `@misc` entry for the artifact (its `[artifact.citation]`, else one made from the family's:
+its own key, title and repo) and one for the family. CFF: a CITATION.cff 1.2.0 document
+(https://citation-file-format.github.io/), dumped by PyYAML, whose preferred citation is that same
+artifact entry, so the two files cite the same thing. Untrusted text is escaped for (La)TeX; an author's
+`bibtex` form is kept as written when its braces balance (it is meant to hold TeX such as
+`Pe{\\v{c}}iukonis`), else escaped like any other text. An organisation (`entity = true`) is a CFF
+entity (`name`) and a double-braced BibTeX name, so neither splits it into given and family names.
+A URL is only written for a repo that exists (published, or the base model or a Hub source).
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ def _balanced(text: str) -> bool:
 def _bib_author(author: Author) -> str:
     if author.bibtex and _balanced(author.bibtex):
         return strip_invisible(author.bibtex)
-    return tex(author.name)
+    # Braces make BibTeX take an organisation's name as one last name ("{hfrelease developers}").
+    return f"{{{tex(author.name)}}}" if author.entity else tex(author.name)
 
 
 def _entry(manifest: Manifest, cite: Citation, url: str | None) -> str:
@@ -64,14 +69,20 @@ def _entry(manifest: Manifest, cite: Citation, url: str | None) -> str:
     return f"@misc{{{cite.key},\n{body}\n}}"
 
 
+def published_url(manifest: Manifest, artifact: Artifact) -> str | None:
+    """The Hub page of the artifact's repo when it exists for readers, else None (never a dead link)."""
+    sources = {a.source.hub for a in manifest.artifact if a.source.hub} | {manifest.family.base_model}
+    return hub_url(artifact.repo) if artifact.publish or artifact.repo in sources else None
+
+
 def citations(manifest: Manifest, artifact: Artifact) -> list[tuple[Citation, str | None]]:
-    """(citation, url) pairs of a card: the artifact's own first, then the family's."""
-    found: list[tuple[Citation, str | None]] = []
-    if artifact.citation is not None:
-        found.append((artifact.citation, artifact.citation.url or hub_url(artifact.repo)))
+    """(citation, url) pairs of a card: the artifact's own first (declared, or made from the family's:
+    `<family key>-<artifact id>`, the artifact's title), then the family's."""
     family = manifest.family.citation
-    found.append((family, family.url))
-    return found
+    url = published_url(manifest, artifact)
+    own = artifact.citation or Citation(key=f"{family.key}-{artifact.id}",
+                                        title=artifact.title or artifact.repo.split("/")[1], year=family.year)
+    return [(own, own.url or url or family.url), (family, family.url)]
 
 
 def bibtex(manifest: Manifest, artifact: Artifact) -> str:
@@ -82,7 +93,8 @@ def bibtex(manifest: Manifest, artifact: Artifact) -> str:
 def _cff_person(author: Author) -> dict[str, Any]:
     name = " ".join(strip_invisible(author.name).split())
     given, _, family = name.rpartition(" ")
-    person: dict[str, Any] = {"family-names": family, "given-names": given} if given else {"name": name}
+    person: dict[str, Any] = ({"family-names": family, "given-names": given} if given and not author.entity
+                              else {"name": name})
     if author.handle:
         person["alias"] = author.handle
     if author.orcid:
@@ -103,8 +115,9 @@ def cff(manifest: Manifest, artifact: Artifact) -> str:
         "title": strip_invisible(artifact.title or artifact.repo),
         "authors": authors,
         "version": family.version,
-        "repository-code": hub_url(artifact.repo),
-        "url": hub_url(artifact.repo),
+        # A model repo holds the artifact itself: CFF's repository-artifact, not repository-code.
+        "repository-artifact": published_url(manifest, artifact),
+        "url": published_url(manifest, artifact),
         "keywords": [strip_invisible(t) for t in family.tags] or None,
         "license": _SPDX.get(family.license),
         "abstract": strip_invisible(artifact.description) if artifact.description else None,

@@ -20,6 +20,10 @@ from hfrelease.cards.text import strip_invisible as _strip
 from hfrelease.manifest import Artifact, Manifest
 
 LIBRARY = "transformers"
+# A head drafted from its target's hidden states (EAGLE, EAGLE-3, MTP) does not load in transformers on
+# its own: vLLM serves it, beside its target. A standalone draft model is a causal LM transformers loads.
+HEAD_LIBRARY = "vllm"
+HEADS = {"eagle", "eagle3", "mtp"}
 
 
 def strip_invisible(text: str) -> str:
@@ -27,9 +31,10 @@ def strip_invisible(text: str) -> str:
     return " ".join(_strip(text).split())
 
 # lm-eval task name prefix -> (Hub Benchmark dataset, task id). Benchmarks registered on the Hub as of
-# the eval-results docs; extend as more are registered.
+# the eval-results docs; extend as more are registered. Task ids as the Hub's own result files name them
+# (Hugging Face staff's .eval_results/gpqa.yaml in MiniMaxAI/MiniMax-M2.5, commit f710177: `diamond`).
 BENCHMARKS = {
-    "gpqa_diamond": ("Idavidrein/gpqa", "gpqa_diamond"),
+    "gpqa_diamond": ("Idavidrein/gpqa", "diamond"),
     "mmlu_pro": ("TIGER-Lab/MMLU-Pro", "mmlu_pro"),
     "hle": ("cais/hle", "hle"),
     "aime": ("aime-ai/aime", "default"),
@@ -38,23 +43,50 @@ REQUIRED_KEYS = ("license", "language", "library_name", "pipeline_tag", "tags")
 
 
 def base_model(manifest: Manifest, artifact: Artifact) -> tuple[str | None, str | None]:
-    """(base_model, base_model_relation) as the Hub's model tree reads them.
+    """(base_model, base_model_relation) as the Hub's model tree reads them, the relation always explicit:
+    without one the Hub infers it from the files, and guesses a draft model to be a fine-tune.
 
-    A quant is `quantized` from the family's base model. A draft head (EAGLE/MTP) only runs on its
-    target's hidden states, so it is an `adapter` of the target; a standalone draft model is not derived
-    from the target (no relation, so the Hub does not claim it is a fine-tune). A variant (an earlier or
-    fine-tuned checkpoint) names the base model without claiming a relation the Hub cannot express.
+    A quant is `quantized` from the family's base model. A draft (an EAGLE/MTP head, or a standalone
+    draft model) only ever serves beside its target, adding to it: `adapter` of the target, the relation
+    the Hub has for "used with that model". A variant (an earlier or further-trained checkpoint) and a
+    reference that is not the base model itself are `finetune`s of the base model.
     """
     family = manifest.family
     if artifact.kind == "reference":
-        return (None, None) if artifact.repo == family.base_model else (family.base_model, None)
+        return (None, None) if artifact.repo == family.base_model else (family.base_model, "finetune")
     if artifact.kind == "quant":
         return family.base_model, "quantized"
     if artifact.kind == "draft":
         assert artifact.draft is not None
         target = manifest.artifact_by_id(artifact.draft.target)
-        return target.repo, ("adapter" if artifact.draft.method != "draft_model" else None)
-    return family.base_model, None
+        return target.repo, "adapter"
+    return family.base_model, "finetune"
+
+
+def library_name(artifact: Artifact) -> str:
+    """The library the Hub shows a snippet for: transformers, except for a head only vLLM can serve."""
+    if artifact.draft is not None and artifact.draft.method in HEADS:
+        return HEAD_LIBRARY
+    return LIBRARY
+
+
+def metric_id(metric: str) -> str:
+    """A Hub-style metric id from an lm-eval metric key: `exact_match,strict-match` -> `exact_match`
+    (the filter is a setting of the run, named in the metric's display name, not part of the metric)."""
+    return metric.split(",", 1)[0]
+
+
+def metric_name(metric: str) -> str:
+    name, _, filtered = metric.partition(",")
+    pretty = name.replace("_", " ")
+    return f"{pretty} ({filtered})" if filtered and filtered != "none" else pretty
+
+
+def scaled(manifest: Manifest, measured: FamilyMeasurements, gate_id: str, value: float) -> float:
+    """`value` on the card's scale: points for a gate whose values are all fractions, as the body prints."""
+    values = [r.value for (_, gid), r in measured.gates.items() if gid == gate_id and r.value is not None]
+    percent = bool(values) and all(0.0 <= v <= 1.0 for v in values)
+    return round(value * 100, 2) if percent else round(value, 4)
 
 
 def tags(manifest: Manifest, artifact: Artifact) -> list[str]:
@@ -79,13 +111,14 @@ def card_data(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifa
         record = result.entry.record
         results.append(EvalResult(
             task_type=family.pipeline_tag, dataset_type=strip_invisible(gate.task or gate.id),
-            dataset_name=strip_invisible(gate.label or gate.id), metric_type=strip_invisible(gate.metric),
-            metric_name=strip_invisible(gate.metric), metric_value=round(result.value, 4),
+            dataset_name=strip_invisible(gate.label or gate.id), metric_type=strip_invisible(metric_id(gate.metric)),
+            metric_name=strip_invisible(metric_name(gate.metric)),
+            metric_value=scaled(manifest, measured, gate.id, result.value),
             dataset_args={"n": record.n, "mode": gate.mode, "seed": gate.seed, "max_tokens": gate.max_tokens},
             verified=False, source_name="hfrelease ledger", source_url=hub_url(artifact.repo),
         ))
     data = ModelCardData(
-        license=family.license, language=list(family.languages), base_model=base, library_name=LIBRARY,
+        license=family.license, language=list(family.languages), base_model=base, library_name=library_name(artifact),
         pipeline_tag=family.pipeline_tag, tags=tags(manifest, artifact),
         model_name=strip_invisible(artifact.title or artifact.repo.split("/")[1]) if results else None,
         eval_results=results or None,
@@ -106,11 +139,13 @@ def eval_result_files(manifest: Manifest, measured: FamilyMeasurements, artifact
         if benchmark is None:
             continue
         record = result.entry.record
-        value = result.value * 100 if 0.0 <= result.value <= 1.0 else result.value
         entry = {
             "dataset": {"id": benchmark[0], "task_id": benchmark[1]},
-            "value": round(value, 2),
-            "date": record.started_at[:10],
+            # The scale of the card's body and model-index (points for percentage metrics), which is also
+            # the scale of the Hub's own result files (HLE `value: 20.90` in the eval-results docs, GPQA
+            # `value: 85.2` in Hugging Face staff's .eval_results/gpqa.yaml of MiniMaxAI/MiniMax-M2.5).
+            "value": scaled(manifest, measured, gate.id, result.value),
+            "date": record.started_at,  # ISO-8601 datetime, as the docs give it
             "source": {"url": hub_url(artifact.repo), "name": "Model Card"},
             "notes": strip_invisible(
                 f"{gate.mode}, lm-eval {record.versions.get('lm_eval', '')} task {gate.task}, metric {gate.metric}, "

@@ -112,6 +112,7 @@ def lint_cards(manifest: Manifest, cards: Iterable[CardText], *, inputs: CardInp
         problems += _links(where, body, repos, card.path.parent)
         problems += readability(manifest, card, body)
         problems += plots(manifest, card, body)
+        problems += metadata(manifest, card, body)
     problems += best_agreement(manifest, cards)
     return problems
 
@@ -156,6 +157,8 @@ def _front_matter(manifest: Manifest, card: CardText) -> list[str]:
 
 
 def _placeholders(body: str) -> list[str]:
+    # A BibTeX block braces an organisation's name twice ({{hfrelease developers}}): BibTeX, not a template.
+    body = re.sub(r"^(`{3,})bibtex\n.*?^\1$", "", body, flags=re.S | re.M)
     return [m.group(0) for m in PLACEHOLDER.finditer(body)]
 
 
@@ -426,4 +429,99 @@ def plots(manifest: Manifest, card: CardText, body: str) -> list[str]:
                 problems.append(f"{where}: {target} plots deltas in {panel['ylabel']!r}; the tables use points")
             if plot["kind"] == "quality" and artifact.id in plot["artifacts"] and not panel["highlight"]:
                 problems.append(f"{where}: {target} does not highlight this card's artifact")
+    return problems
+
+
+_EVAL_KEYS = {"dataset", "value", "date", "source", "notes", "verifyToken"}
+_EVAL_DATASET_KEYS = {"id", "task_id", "revision"}
+
+
+def metadata(manifest: Manifest, card: CardText, body: str) -> list[str]:
+    """What the Hub reads: an explicit base-model relation, Hub-style metric ids on the body's scale, the
+    right library, `.eval_results` in the documented schema, and citations that agree and name
+    organisations as organisations."""
+    import yaml
+
+    where, problems = str(card.path), []
+    artifact = manifest.artifact_by_id(card.artifact_id)
+    try:
+        data: dict[str, Any] = ModelCard(card.text, ignore_metadata_errors=False).data.to_dict()  # type: ignore[no-untyped-call]
+    except Exception:  # reported by _front_matter
+        return []
+    if data.get("base_model") and not data.get("base_model_relation"):
+        problems.append(f"{where}: base_model without base_model_relation: the Hub would guess the relation")
+    if artifact.draft is not None and artifact.draft.method in {"eagle", "eagle3", "mtp"} \
+            and data.get("library_name") == "transformers":
+        problems.append(f"{where}: library_name transformers on a {artifact.draft.method} head, which transformers "
+                        "cannot load on its own")
+    shown = {value for number_id, (value, _) in _provenance_table(body).items()
+             if number_id.startswith("gate.") and number_id.endswith(f".{artifact.id}.value")}
+    for index in data.get("model-index") or []:
+        for result in index.get("results", []):
+            for metric in result.get("metrics", []):
+                if "," in str(metric.get("type", "")):
+                    problems.append(f"{where}: model-index metric type {metric['type']!r} is an lm-eval key, "
+                                    "not a Hub metric id")
+                if not _on_scale(metric.get("value"), shown, points="percentages for metrics in [0, 1]" in body):
+                    problems.append(f"{where}: model-index value {metric.get('value')!r} is not on the scale the "
+                                    "card's tables print")
+    directory = card.path.parent
+    for path in sorted((directory / ".eval_results").glob("*.yaml")):
+        entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+        for entry in entries if isinstance(entries, list) else [entries]:
+            if not isinstance(entry, dict) or set(entry) - _EVAL_KEYS or not isinstance(entry.get("dataset"), dict) \
+                    or set(entry["dataset"]) - _EVAL_DATASET_KEYS or "id" not in entry["dataset"] \
+                    or not isinstance(entry.get("value"), int | float):
+                problems.append(f"{path}: not the Hub's .eval_results schema (dataset.id, task_id, value, date, "
+                                "source, notes)")
+            elif not _on_scale(entry["value"], shown, points="percentages for metrics in [0, 1]" in body):
+                problems.append(f"{path}: value {entry['value']!r} is not on the scale the card's tables print")
+    problems += _citation_files(manifest, directory)
+    return problems
+
+
+def _on_scale(value: object, shown: set[str], *, points: bool) -> bool:
+    """Whether a metadata value is one the card's tables print (its provenance values); without them, a
+    fraction on a card that prints points is off the scale."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    if not shown:
+        return not (points and 0.0 <= value <= 1.0)
+    return any(abs(float(text) - value) < 0.051 for text in shown if re.fullmatch(r"-?\d+(\.\d+)?", text))
+
+
+def _citation_files(manifest: Manifest, directory: Path) -> list[str]:
+    """CITATION.cff and citation.bib cite the same work, organisations stay one name, no dead repo link."""
+    import yaml
+
+    cff_path, bib_path = directory / "CITATION.cff", directory / "citation.bib"
+    if not cff_path.is_file() or not bib_path.is_file():
+        return []
+    problems = []
+    cff = yaml.safe_load(cff_path.read_text(encoding="utf-8"))
+    bib = bib_path.read_text(encoding="utf-8")
+    first = bib.split("\n\n@", 1)[0]
+    fields = dict(re.findall(r"^\s+(\w+)\s+= \{(.*)\},?$", first, re.M))
+    preferred = cff.get("preferred-citation", {}) if isinstance(cff, dict) else {}
+    if isinstance(cff, dict) and preferred.get("url") != cff.get("url") \
+            and not str(preferred.get("title", "")).startswith(str(cff.get("title"))):
+        problems.append(f"{cff_path}: describes {cff.get('title')!r} but its preferred citation is "
+                        f"{preferred.get('title')!r}: each artifact is cited as itself")
+    if preferred.get("title") != fields.get("title") or preferred.get("url") != fields.get("url"):
+        problems.append(f"{cff_path}: cites {preferred.get('title')!r} ({preferred.get('url')}) but citation.bib's "
+                        f"first entry cites {fields.get('title')!r} ({fields.get('url')})")
+    for author in manifest.family.authors:
+        if not author.entity:
+            continue
+        people = cff.get("authors", []) if isinstance(cff, dict) else []
+        if not any(isinstance(p, dict) and p.get("name") == author.name for p in people):
+            problems.append(f"{cff_path}: the organisation {author.name!r} is not a CFF entity (name), "
+                            "it reads as a person")
+        if f"{{{{{author.name}}}}}" not in bib:
+            problems.append(f"{bib_path}: the organisation {author.name!r} is not braced: BibTeX splits it")
+    sources = {a.source.hub for a in manifest.artifact if a.source.hub} | {manifest.family.base_model}
+    dead = {f"https://huggingface.co/{a.repo}" for a in manifest.artifact if not a.publish and a.repo not in sources}
+    text = cff_path.read_text(encoding="utf-8") + bib
+    problems += [f"{directory}: the citation links {url}, a repo this release never publishes" for url in sorted(dead)
+                 if re.search(re.escape(url) + r"(?![\w-])", text)]
     return problems

@@ -149,6 +149,9 @@ class Author(Table):
     handle: str | None = None  # Hub user name, e.g. NullSense
     bibtex: str | None = None  # the name as BibTeX should print it, e.g. Pe{\v{c}}iukonis, Matas
     orcid: str | None = None
+    # An organisation or team, not a person: cited as one name (a CFF entity, a braced BibTeX name),
+    # never split into given and family names.
+    entity: bool = False
 
 
 class Citation(Table):

@@ -42,6 +42,13 @@ def fresh(demo_inputs: CardInputs, tmp_path_factory: pytest.TempPathFactory) -> 
     ("one date as a range", "names one date as a range"),
     ("the unpublished under-trained repo is linked", "a repo this release never publishes"),
     ("plots in fractions, ids for labels, no highlight, axes not from zero", "carries no plot description"),
+    ("no base_model_relation on the draft", "base_model without base_model_relation"),
+    ("model-index metric types are lm-eval keys", "is an lm-eval key, not a Hub metric id"),
+    ("model-index values are fractions while the body shows points", "is not on the scale the card's tables print"),
+    ("library_name transformers on an EAGLE-3 head", "library_name transformers on a eagle3 head"),
+    ("the CFF author is encoded as a person", "is not a CFF entity"),
+    ("BibTeX splits the organisation", "is not braced: BibTeX splits it"),
+    ("the CFF describes the artifact but cites the family", "each artifact is cited as itself"),
 ])
 def test_main_cards_show_each_defect(main_problems: list[str], defect: str, needle: str) -> None:
     """The lint reports this defect of main's demo cards."""
@@ -126,3 +133,35 @@ def test_rendered_plot_carries_its_description(fresh: list[CardText], demo_input
     load = json.loads(png_text((card.path.parent / "plots" / "load.png").read_bytes())[DESCRIPTION])
     assert load["zero_based"] and load["panels"][1]["ylabel"] == "ITL median ms"
     assert load["panels"][0]["series"] == ["Chat under load, none"]
+
+
+def test_eval_results_outside_the_schema_are_caught(fresh: list[CardText], demo_inputs: CardInputs) -> None:
+    """An .eval_results file with a key the Hub's schema lacks, or a fraction beside points, is a lint problem."""
+    card = next(c for c in fresh if c.artifact_id == "fp8-dynamic")
+    folder = card.path.parent / ".eval_results"
+    folder.mkdir()
+    try:
+        (folder / "a.yaml").write_text("- dataset: {id: Idavidrein/gpqa, task_id: diamond}\n  value: 99.0\n"
+                                       "  metric: acc\n")
+        (folder / "b.yaml").write_text("- dataset: {id: Idavidrein/gpqa, task_id: diamond}\n  value: 0.99\n")
+        problems = lint_cards(demo_inputs.manifest, [card])
+    finally:
+        for path in folder.iterdir():
+            path.unlink()
+        folder.rmdir()
+    assert any("a.yaml: not the Hub's .eval_results schema" in p for p in problems)
+    assert any("b.yaml: value 0.99 is not on the scale" in p for p in problems)
+
+
+def test_metadata_per_kind(fresh: list[CardText]) -> None:
+    """Every kind names its relation; a head's library is vLLM; model-index uses Hub metric ids in points."""
+    from huggingface_hub import ModelCard
+
+    data = {c.artifact_id: ModelCard(c.text).data.to_dict() for c in fresh}
+    assert data["fp8-dynamic"]["base_model_relation"] == "quantized"
+    assert data["undertrained"]["base_model_relation"] == "finetune"
+    assert data["draft"]["base_model_relation"] == "adapter"
+    assert data["eagle3-untrained"]["library_name"] == "vllm"
+    assert data["draft"]["library_name"] == "transformers"
+    metric = data["fp8-dynamic"]["model-index"][0]["results"][0]["metrics"][0]
+    assert (metric["type"], metric["value"], metric["name"]) == ("exact_match", 99.0, "exact match (answer)")
