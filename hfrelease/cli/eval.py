@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from hfrelease.cli.json_error import json_on_error
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
@@ -45,6 +47,7 @@ def cache_dir() -> Path:
 @click.option("--workload", "workloads", multiple=True, help="Speed anchors: only this workload id (repeatable).")
 @click.option("--run-dir", type=click.Path(path_type=Path), help="Where server and lm-eval logs go (default: runs/).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
+@json_on_error
 def eval_(
     manifest: Path, artifacts: tuple[str, ...], gates: tuple[str, ...], endpoint: str | None,
     force: bool, dry_run: bool, speed: bool, run_dir: Path | None, as_json: bool,

@@ -3,13 +3,18 @@
 lm-eval's own `local-chat-completions` / `local-completions` models do the requests; hfrelease subclasses
 them only to observe what lm-eval drops: each response's `finish_reason` (a gate whose answers were cut
 off is a failed measurement, not a low score), empty `content` (a reasoning model that spent its whole
-budget thinking), and progress for the live view. Values are taken from lm-eval's own results dict, so
-the number recorded is the number lm-eval reports.
+budget thinking), requests that failed after every attempt, and progress for the live view. Values are
+taken from lm-eval's own results dict, so the number recorded is the number lm-eval reports.
 
 Each answered request is kept on disk as it arrives (`RequestCache`: lm-eval's own request cache, its
 `use_cache` sqlite file, plus each answer's finish reason, which lm-eval does not keep), so a gate
 interrupted by a dead or stalled server, a timeout or Ctrl-C resumes from its answered requests instead
 of sending them all again.
+
+A request that fails after lm-eval's attempts does not raise out of lm-eval's asyncio tasks (one raised
+error left every other task's "exception never retrieved" on the terminal and ended the run as a crash):
+it is counted by kind and answered with `FAILED_ANSWER`, never a real answer, and once more fail than the
+gate's `max_truncated` share allows, the rest are not sent and the gate stops with `RequestsFailedError`.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import math
 import shlex
 import sqlite3
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -29,11 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from hfrelease.errors import MeasurementError
+from hfrelease.evaluation.failures import RequestsFailedError, request_failure_kind
 from hfrelease.evaluation.timeouts import MAX_RETRIES, gate_request_timeout
 from hfrelease.manifest import Gate
 
 Progress = Callable[[int, int], None]  # (requests done, requests total)
 RESPONSE_EXCERPT = 2000  # characters of each response kept in the ledger
+FAILED_ANSWER = "[hfrelease: no answer, the request failed]"  # what a failed request's sample is scored on
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +59,8 @@ class GateRun:
     lm_eval: dict[str, Any] = field(default_factory=dict)  # lm-eval's results, configs, versions, n-samples
     resumed: int = 0  # answers taken from an interrupted run's request cache (not sent again)
     raw: bytes | None = None  # raw responses kept beside the record (a fidelity gate's, one JSON line a prompt)
+    failed: int = 0  # samples whose request failed after every attempt (scored on FAILED_ANSWER, never right)
+    failures: dict[str, int] = field(default_factory=dict)  # failed requests by kind ("HTTP 500 ...": 3)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,6 +114,22 @@ class _Observer:
     finish: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     lock: threading.Lock = field(default_factory=threading.Lock)
     journal: Any = None  # an open text file: each finish reason also goes there (see RequestCache)
+    max_failed_share: float = 0.0  # the gate's max_truncated: failed requests past this share stop the gate
+    failures: Counter[str] = field(default_factory=Counter)
+    stopped: bool = False  # more requests failed than allowed: the rest are not sent
+
+    @property
+    def allowed_failures(self) -> int:
+        return math.floor(self.max_failed_share * self.total)
+
+    def failed(self, kind: str, count: int) -> None:
+        with self.lock:
+            self.failures[kind] += count
+            self.done += count
+            if sum(self.failures.values()) > self.allowed_failures:
+                self.stopped = True
+            if self.on_progress:
+                self.on_progress(self.done, self.total)
 
     def seen(self, text: str | None, finish_reason: str | None) -> None:
         with self.lock:
@@ -132,18 +157,87 @@ class _Observer:
                 self.on_progress(self.done, self.total)
 
 
+def _failed_answers(messages: Any, generate: bool) -> list[Any]:
+    """What a failed request of `len(messages)` prompts answers: no text, or a log-likelihood no choice wins on."""
+    count = len(messages) if isinstance(messages, list | tuple) else 1
+    return [FAILED_ANSWER if generate else (-math.inf, False)] * count
+
+
+class _Counted:
+    """The request methods of lm-eval's API models, with failures counted instead of raised (a mixin).
+
+    lm-eval retries a request by calling `amodel_call`/`model_call` again (tenacity, `max_retries` attempts in
+    all) with the same `messages` object, so the attempts of one request are counted by its id: earlier
+    attempts re-raise (lm-eval retries them), the last one is recorded as a failure.
+    """
+
+    observer: _Observer
+    max_retries: int
+    gate_id: str
+    base_url: str
+
+    def _last_attempt(self, messages: Any) -> bool:
+        attempts: dict[int, int] = self.__dict__.setdefault("_attempts", {})
+        attempts[id(messages)] = attempts.get(id(messages), 0) + 1
+        if attempts[id(messages)] < self.max_retries and not self.observer.stopped:
+            return False
+        del attempts[id(messages)]
+        return True
+
+    def _done(self, messages: Any) -> None:
+        self.__dict__.setdefault("_attempts", {}).pop(id(messages), None)
+
+    async def amodel_call(self, *args: Any, **kwargs: Any) -> Any:
+        messages = kwargs["messages"] if "messages" in kwargs else args[2]
+        generate = bool(kwargs.get("generate", True))
+        if self.observer.stopped:
+            return _failed_answers(messages, generate)  # past the threshold: not sent
+        try:
+            result = await super().amodel_call(*args, **kwargs)  # type: ignore[misc]
+        except Exception as error:
+            if not self._last_attempt(messages):
+                raise
+            self.observer.failed(request_failure_kind(error), len(messages))
+            return _failed_answers(messages, generate)
+        self._done(messages)
+        return result
+
+    def model_call(self, *args: Any, **kwargs: Any) -> Any:
+        # lm-eval's sequential path (num_concurrent = 1) has no answer to stand in for a failed request (it
+        # parses the response after this returns): the first request that fails after every attempt stops it.
+        messages = kwargs["messages"] if "messages" in kwargs else args[0]
+        try:
+            result = super().model_call(*args, **kwargs)  # type: ignore[misc]
+        except Exception as error:
+            if not self._last_attempt(messages):
+                raise
+            self.observer.failed(request_failure_kind(error), len(messages))
+            raise self.failure() from None
+        self._done(messages)
+        return result
+
+    def failure(self) -> RequestsFailedError:
+        failed = sum(self.observer.failures.values())
+        return RequestsFailedError(gate=self.gate_id, failed=failed, total=self.observer.total,
+                                   kinds=self.observer.failures, attempts=self.max_retries,
+                                   allowed=self.observer.allowed_failures, base_url=self.base_url)  # fmt: skip
+
+    def checked(self, answers: list[Any]) -> list[Any]:
+        if self.observer.stopped:
+            raise self.failure()
+        return answers
+
+
 @cache
 def _model_classes() -> tuple[type[Any], type[Any]]:
     """lm-eval model classes that report to an `_Observer` (built lazily: lm-eval is a heavy import)."""
     from lm_eval.models.api_models import LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER as NONE_PLACEHOLDER
     from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI
 
-    class ObservedChat(LocalChatCompletion):  # type: ignore[misc]
-        observer: _Observer
-
+    class ObservedChat(_Counted, LocalChatCompletion):  # type: ignore[misc]
         def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
             self.observer.started(len(requests))
-            return list(super().generate_until(requests, disable_tqdm=True))
+            return self.checked(list(super().generate_until(requests, disable_tqdm=True)))
 
         def parse_generations(self, outputs: dict[str, Any] | list[dict[str, Any]], **kwargs: Any) -> list[str]:
             parsed: list[str | None] = super().parse_generations(outputs, **kwargs)
@@ -157,12 +251,10 @@ def _model_classes() -> tuple[type[Any], type[Any]]:
                 self.observer.seen(NONE_PLACEHOLDER if text is None else text, choice.get("finish_reason"))
             return parsed  # type: ignore[return-value]
 
-    class ObservedCompletions(LocalCompletionsAPI):  # type: ignore[misc]
-        observer: _Observer
-
+    class ObservedCompletions(_Counted, LocalCompletionsAPI):  # type: ignore[misc]
         def _loglikelihood_tokens(self, requests: list[Any], **kwargs: Any) -> list[tuple[float, bool]]:
             self.observer.started(len(requests))
-            return list(super()._loglikelihood_tokens(requests, **kwargs))
+            return self.checked(list(super()._loglikelihood_tokens(requests, **kwargs)))
 
         def parse_logprobs(self, outputs: Any, tokens: Any = None, ctxlens: Any = None, **kwargs: Any) -> Any:
             result = super().parse_logprobs(outputs, tokens=tokens, ctxlens=ctxlens, **kwargs)
@@ -172,7 +264,7 @@ def _model_classes() -> tuple[type[Any], type[Any]]:
 
         def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
             self.observer.started(len(requests))
-            return list(super().generate_until(requests, disable_tqdm=True))
+            return self.checked(list(super().generate_until(requests, disable_tqdm=True)))
 
         def parse_generations(self, outputs: Any, **kwargs: Any) -> list[str]:
             parsed: list[str] = super().parse_generations(outputs, **kwargs)
@@ -352,9 +444,9 @@ def run_lm_eval_gate(
 
     chat_cls, completions_cls = _model_classes()
     classes = {"local-chat-completions": chat_cls, "local-completions": completions_cls}
-    observer = _Observer(on_progress=on_progress)
+    observer = _Observer(on_progress=on_progress, max_failed_share=gate.max_truncated)
     lm = classes[call.model](**call.model_args)
-    lm.observer = observer
+    lm.observer, lm.gate_id, lm.base_url = observer, gate.id, call.model_args["base_url"].rsplit("/v1/", 1)[0]
     # lm-eval's command line gives the task manager the model arguments as metadata (EvaluatorConfig).
     metadata = dict(call.model_args)
     task_manager = TaskManager(include_path=call.include_path, metadata=metadata)
@@ -398,7 +490,7 @@ def _collect(gate: Gate, results: dict[str, Any], observer: _Observer) -> GateRu
     all_samples: dict[str, list[dict[str, Any]]] = results.get("samples", {})
     multi_task = len(all_samples) > 1
     samples: list[dict[str, Any]] = []
-    truncated = empty = 0
+    truncated = empty = failed = 0
     pool = {text: list(reasons) for text, reasons in observer.finish.items()}
     lm_samples: list[dict[str, Any]] = []
     for task_name, task_samples in sorted(all_samples.items()):
@@ -409,12 +501,16 @@ def _collect(gate: Gate, results: dict[str, Any], observer: _Observer) -> GateRu
             raw = sample.get("resps", [[None]])
             response = raw[0][0] if raw and raw[0] else None
             text = response if isinstance(response, str) else ""
-            reasons = pool.get(text) or pool.get("") or []
+            is_failed = text == FAILED_ANSWER or _failed_loglikelihood(raw)
+            reasons = [] if is_failed else pool.get(text) or pool.get("") or []
             reason = reasons.pop(0) if reasons else ""
             is_truncated = reason == "length"
-            is_empty = gate.api == "chat" and (not text.strip() or text == _none_placeholder())
+            # A failed request has no answer: it counts against max_truncated as an empty one does.
+            is_empty = is_failed or (gate.api == "chat" and (not text.strip() or text == _none_placeholder()))
             truncated += is_truncated
             empty += is_empty
+            failed += is_failed
+            text = "" if is_failed else text
             score = sample.get(metric_name)
             samples.append(
                 {
@@ -439,4 +535,15 @@ def _collect(gate: Gate, results: dict[str, Any], observer: _Observer) -> GateRu
         requests=observer.done,
         task_hash=sample_hash(lm_samples) if lm_samples else None,
         lm_eval=kept,
+        failed=failed,
+        failures=dict(observer.failures),
     )
+
+
+def _failed_loglikelihood(raw: Any) -> bool:
+    """A log-likelihood sample one of whose requests failed (answered -inf, which no real log-probability is)."""
+    return any(
+        isinstance(resp, list | tuple) and resp and isinstance(resp[0], list | tuple) and resp[0]
+        and isinstance(resp[0][0], float) and resp[0][0] == -math.inf
+        for resp in raw or ()
+    )  # fmt: skip

@@ -25,6 +25,7 @@ from hfrelease import __version__
 from hfrelease.errors import ExitCode, HfreleaseError, MeasurementError
 from hfrelease.evaluation.comparison import Comparison
 from hfrelease.evaluation.custom_gate import run_custom_gate
+from hfrelease.evaluation.failures import RequestsFailedError, classify_gate_failure
 from hfrelease.evaluation.fidelity_gate import (
     artifact_lines,
     fidelity_run,
@@ -162,7 +163,9 @@ def _route_lm_eval_logs(log_path: Path) -> None:
     # the run directory instead, where it is kept with the server logs.
     handler = logging.FileHandler(log_path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    for name in ("lm_eval", "lm-eval", "lm_eval.evaluator", "httpx"):
+    # asyncio's own logger too: lm-eval's request tasks are its only tasks here, and what asyncio says about
+    # them ("Task exception was never retrieved") belongs beside lm-eval's log of the same requests.
+    for name in ("lm_eval", "lm-eval", "lm_eval.evaluator", "httpx", "asyncio"):
         logger = logging.getLogger(name)
         logger.handlers = [handler]
         logger.propagate = False
@@ -298,6 +301,11 @@ def _run_gates(
             if alarm.reason is not None:
                 raise alarm.reason from None
             raise
+        if failure is not None:
+            # A failed gate on a server that no longer serves (dead engine, gone process) is the server's death.
+            died = classify_gate_failure(failure, base_url=base_url, gate=gate.id, attached=server is None)
+            if died is not None:
+                raise died
         if server is not None:
             server.check_alive()
         requests += run.requests
@@ -433,10 +441,18 @@ def _record(
     assert job.content is not None
     bad = run.truncated + run.empty
     void_reason = None
-    if failure is not None:
+    if isinstance(failure, RequestsFailedError):
+        void_reason = failure.message  # says how many requests failed, and how
+    elif failure is not None:
         void_reason = f"the harness failed: {failure.message}"
     elif run.n == 0:
         void_reason = "no samples were scored"
+    elif bad / run.n > gate.max_truncated and run.failed:
+        how = ", ".join(f"{kind}: {count}" for kind, count in run.failures.items())
+        void_reason = (
+            f"{run.failed} of {run.n} requests failed after every attempt ({how}); with {run.truncated} cut off "
+            f"and {run.empty - run.failed} empty, over the limit of {gate.max_truncated:.0%}: see the server's log"
+        )
     elif bad / run.n > gate.max_truncated:
         void_reason = (
             f"{run.truncated} of {run.n} answers were cut off by the {gate.max_tokens}-token budget and "
@@ -482,7 +498,8 @@ def _record(
         # `requests`: sent by this run; `resumed`: answers an interrupted run of the same inputs received.
         extra={"metric": gate.metric, "value": run.value, "requests": run.requests, "lm_eval": run.lm_eval,
                **({"resumed": run.resumed} if run.resumed else {}),
-               **extra, **({"memory": dict(memory)} if memory else {})},
+               **extra, **({"memory": dict(memory)} if memory else {}),
+               **({"failed_requests": dict(run.failures)} if run.failures else {})},
         status="void" if void_reason else "ok",
         void_reason=void_reason,
     )

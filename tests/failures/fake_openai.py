@@ -1,0 +1,99 @@
+"""A small OpenAI-compatible server for the faults a real vLLM cannot be made to show on demand.
+
+It answers `/v1/models`, `/health` and `/v1/chat/completions` like `vllm serve` does, and on cue: permanent
+500s from a live server, a dead engine (vLLM's API process lives on after its engine core died: every
+request fails and /health answers 503), the process gone mid-gate (connections refused after N answers),
+or a few prompts that always fail. The real-vLLM versions of these are slow tests (tests/integration).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+Mode = Literal["right", "wrong", "error500", "engine-dead"]
+ENGINE_DEAD = "EngineCore encountered an issue. See stack trace (above) for the root cause."  # vLLM's words
+
+
+@dataclass
+class FakeOpenAI:
+    model: str
+    mode: Mode = "right"
+    die_after: int | None = None  # answer this many completions, then close the port (the process died)
+    failing_prompts: frozenset[str] = frozenset()  # these questions always get a 500 (a few bad requests)
+    answered: int = 0
+    requests: int = 0
+    url: str = ""  # set by start(); kept after stop(), when the port refuses connections
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: ThreadingHTTPServer | None = None
+
+    def start(self) -> FakeOpenAI:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"  # one request per connection: a closed port refuses the next at once
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path == "/v1/models":
+                    self._send(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})
+                elif self.path == "/health":
+                    self._send(503 if fake.mode == "engine-dead" else 200, None)
+                else:
+                    self._send(404, {"error": {"message": "not found", "code": 404}})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+                fake.answer(self, body)
+
+            def _send(self, status: int, data: Any) -> None:
+                payload = json.dumps(data).encode() if data is not None else b""
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        host, port = self._server.server_address[:2]
+        self.url = f"http://{host!s}:{port}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def answer(self, handler: Any, body: dict[str, Any]) -> None:
+        question = str(body.get("messages", [{}])[-1].get("content", ""))
+        with self._lock:
+            self.requests += 1
+            if self.die_after is not None and self.answered >= self.die_after:
+                threading.Thread(target=self.stop).start()  # the process is gone: no answer, port closed
+                handler.close_connection = True
+                return
+        if self.mode == "engine-dead":
+            error = {"message": ENGINE_DEAD, "type": "ServiceUnavailableError", "code": 503}
+            handler._send(503, {"error": error})
+            return
+        if self.mode == "error500" or any(p in question for p in self.failing_prompts):
+            handler._send(500, {"error": {"message": "boom", "type": "InternalServerError", "code": 500}})
+            return
+        with self._lock:
+            self.answered += 1
+        numbers = [int(n) for n in re.findall(r"\d+", question)]
+        right = str(numbers[-2] + numbers[-1]) if len(numbers) >= 2 else "0"
+        content = right if self.mode == "right" else "x"
+        handler._send(200, {
+            "id": "chatcmpl-fake", "object": "chat.completion", "model": self.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 8, "completion_tokens": 1, "total_tokens": 9},
+        })  # fmt: skip
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()

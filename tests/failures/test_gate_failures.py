@@ -1,0 +1,81 @@
+"""`hfrelease eval --endpoint` against a server that fails: each failure has its class and exit code.
+
+A fake OpenAI-compatible server (tests/failures/fake_openai.py) stands in for vLLM, which cannot be made
+to answer 500s, lose its engine or die after N answers on cue; lm-eval itself runs for real.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hfrelease.errors import ExitCode
+from hfrelease.ledger.store import Ledger
+from tests.conftest import CliRun
+from tests.failures.fake_openai import FakeOpenAI
+
+FP8 = "tester/Fixture-1M-FP8-Dynamic"
+BUG = "This is a bug in hfrelease"
+NOISE = "Task exception was never retrieved"
+
+
+def eval_attached(cli: CliRun, family: Path, server: FakeOpenAI, run_dir: Path,
+                  artifact: str = "fp8") -> tuple[int, dict[str, Any], str]:  # fmt: skip
+    """`hfrelease eval --endpoint URL --json`: (exit code, the JSON on stdout, stderr)."""
+    code, out, err = cli(["eval", str(family), "--artifact", artifact, "--gate", "arith", "--endpoint", server.url,
+                          "--run-dir", str(run_dir), "--json"])  # fmt: skip
+    assert BUG not in err and NOISE not in err, err
+    assert NOISE not in (run_dir / "lm-eval.log").read_text(errors="replace")
+    return code, json.loads(out), err
+
+
+def test_permanent_500s_void_the_gate_saying_how_many_failed(
+    cli: CliRun, gate_family: Path, fake_server: type[FakeOpenAI], tmp_path: Path
+) -> None:
+    """Every request answered 500 by a live server: exit 6, the gate void with how many failed and how."""
+    server = fake_server(FP8, mode="error500").start()
+    code, report, _ = eval_attached(cli, gate_family, server, tmp_path / "run")
+    assert code == ExitCode.MEASUREMENT_FAILED == report["exit_code"]
+    [row] = report["rows"]
+    assert row["verdict"] == "void" and "requests failed after 3 attempts each (HTTP 500" in row["reason"]
+    assert server.requests < 20 * 3  # stopped once more failed than max_truncated allows
+
+
+def test_dead_engine_of_a_live_process_is_server_death(
+    cli: CliRun, gate_family: Path, fake_server: type[FakeOpenAI], tmp_path: Path
+) -> None:
+    """503 on every request and on /health (vLLM's API process alive, its engine dead): exit 5, one message,
+    and the JSON on stdout says so."""
+    server = fake_server(FP8, mode="engine-dead").start()
+    code, report, err = eval_attached(cli, gate_family, server, tmp_path / "run")
+    assert code == ExitCode.SERVER_FAILED == report["exit_code"]
+    assert "engine is dead" in report["error"]["message"] and "HTTP 503" in report["error"]["message"]
+    assert err.count("error:") == 1 and "engine is dead" in err
+
+
+def test_attached_endpoint_dying_mid_gate_is_server_death(
+    cli: CliRun, gate_family: Path, fake_server: type[FakeOpenAI], tmp_path: Path
+) -> None:
+    """The attached server answers 5 requests, then its port closes: exit 5, valid JSON, nothing recorded."""
+    server = fake_server(FP8, die_after=5).start()
+    code, report, err = eval_attached(cli, gate_family, server, tmp_path / "run")
+    assert code == ExitCode.SERVER_FAILED == report["exit_code"]
+    assert "no longer answers" in report["error"]["message"] and "connection refused" in report["error"]["message"]
+    assert "--endpoint" in report["error"]["hint"]
+    assert err.count("error:") == 1
+    assert Ledger(gate_family / "results").records(kind="gate") == []
+
+
+def test_a_failure_within_max_truncated_is_counted_and_the_gate_measured(
+    cli: CliRun, gate_family: Path, fake_server: type[FakeOpenAI], tmp_path: Path
+) -> None:
+    """One of 20 prompts always fails (within 5 %): the gate is measured, that sample scored as no answer,
+    and the record keeps the failure by kind."""
+    server = fake_server(FP8, failing_prompts=frozenset({"What is 3 + 4?"})).start()
+    code, report, _ = eval_attached(cli, gate_family, server, tmp_path / "run")
+    assert code == ExitCode.OK, report
+    [row] = report["rows"]
+    assert row["status"] == "ok" and row["value"] == 19 / 20 and row["empty"] == 1
+    [record] = Ledger(gate_family / "results").records(kind="gate")
+    assert record.extra["failed_requests"] == {"HTTP 500 Internal Server Error": 1}
