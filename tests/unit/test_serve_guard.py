@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -201,7 +202,7 @@ def test_no_accepted_manifest_serves_remote_code_or_off_loopback(
 
 @needs_vllm
 def test_dry_run_uses_the_same_guard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`eval --dry-run` refuses args vLLM's parser refuses (exit 3) and prints no plan."""
+    """`eval --dry-run` refuses args vLLM's parser refuses (exit 3) and prints no plan, only the error's JSON."""
     import shutil
 
     import tomli_w
@@ -216,7 +217,7 @@ def test_dry_run_uses_the_same_guard(tmp_path: Path, capsys: pytest.CaptureFixtu
     captured = capsys.readouterr()
     assert exit_info.value.code == ExitCode.CONFIG, captured.err
     assert "--frobnicate" in captured.err
-    assert captured.out == ""
+    assert json.loads(captured.out)["error"]["kind"] == "ConfigError" and "servers" not in captured.out
 
 
 def test_without_vllm_check_says_only_spelling_was_checked(
