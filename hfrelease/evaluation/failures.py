@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from hfrelease.errors import MeasurementError, ServerError
 
 HEALTH_TIMEOUT = 5.0  # seconds: a live server answers /health at once, even under load
+TIMED_OUT = "no answer within the request timeout"
 
 
 class RequestsFailedError(MeasurementError):
@@ -28,11 +29,13 @@ class RequestsFailedError(MeasurementError):
                  allowed: int, base_url: str) -> None:  # fmt: skip
         self.failed, self.total, self.kinds, self.base_url = failed, total, dict(kinds), base_url
         how = ", ".join(f"{kind}: {count}" for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]))
+        slow = (f" If the requests are just slow, raise request_timeout of gate {gate!r} (derived from max_tokens "
+                "when unset).") if TIMED_OUT in kinds else ""  # fmt: skip
         super().__init__(
             f"gate {gate}: {failed} of {total} requests failed after {attempts} attempt{'s' if attempts != 1 else ''} "
             f"each ({how}); more than {allowed} failed (its max_truncated share), so the rest were not sent",
-            hint=f"The server at {base_url} answered with errors: its log says why. Run the same command again once "
-            "it serves: recorded gates are kept, this one is measured again.",
+            hint=f"The server at {base_url} failed these requests: its log says why. Run the same command again "
+            f"once it serves: recorded gates are kept and this one resumes from its answered requests.{slow}",
         )
 
 
@@ -47,7 +50,7 @@ def request_failure_kind(error: BaseException) -> str:
         return f"HTTP {code} {getattr(response, 'reason', '') or ''}".rstrip()
     names = {cls.__name__ for cls in type(error).__mro__}
     if isinstance(error, TimeoutError | asyncio.TimeoutError) or names & {"ServerTimeoutError", "Timeout"}:
-        return "no answer in time"
+        return TIMED_OUT
     if isinstance(error, ConnectionRefusedError) or names & {"ClientConnectorError"}:
         return "connection refused"
     if names & {"ServerDisconnectedError", "ClientOSError", "ConnectionError", "RemoteDisconnected"}:

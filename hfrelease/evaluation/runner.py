@@ -345,6 +345,11 @@ def _watched(
     try:
         with watch:
             return measure(), None
+    except RequestsFailedError as exc:
+        # Stopped mid-gate: nothing is recorded and the answered requests stay in the request cache, so the
+        # re-run sends only the rest. A server that cannot serve any more is dead (exit 5), else exit 6.
+        _raise_if_dead(server, exc)
+        raise classify_gate_failure(exc, base_url=base_url, gate=gate.id, attached=server is None) or exc from None
     except MeasurementError as exc:
         # One gate's harness failing (a custom command that crashed, a metric lm-eval did not
         # report) voids that gate only: the server is fine, the other gates still run.
@@ -441,9 +446,7 @@ def _record(
     assert job.content is not None
     bad = run.truncated + run.empty
     void_reason = None
-    if isinstance(failure, RequestsFailedError):
-        void_reason = failure.message  # says how many requests failed, and how
-    elif failure is not None:
+    if failure is not None:
         void_reason = f"the harness failed: {failure.message}"
     elif run.n == 0:
         void_reason = "no samples were scored"

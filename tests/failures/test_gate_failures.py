@@ -33,13 +33,15 @@ def eval_attached(cli: CliRun, family: Path, server: FakeOpenAI, run_dir: Path,
 def test_permanent_500s_void_the_gate_saying_how_many_failed(
     cli: CliRun, gate_family: Path, fake_server: type[FakeOpenAI], tmp_path: Path
 ) -> None:
-    """Every request answered 500 by a live server: exit 6, the gate void with how many failed and how."""
+    """Every request answered 500 by a live server: exit 6 saying how many failed and how, one message, JSON."""
     server = fake_server(FP8, mode="error500").start()
-    code, report, _ = eval_attached(cli, gate_family, server, tmp_path / "run")
+    code, report, err = eval_attached(cli, gate_family, server, tmp_path / "run")
     assert code == ExitCode.MEASUREMENT_FAILED == report["exit_code"]
-    [row] = report["rows"]
-    assert row["verdict"] == "void" and "requests failed after 3 attempts each (HTTP 500" in row["reason"]
+    message = report["error"]["message"]
+    assert "requests failed after 3 attempts each (HTTP 500 Internal Server Error: " in message
+    assert "the rest were not sent" in message and err.count("error:") == 1
     assert server.requests < 20 * 3  # stopped once more failed than max_truncated allows
+    assert Ledger(gate_family / "results").records(kind="gate") == []  # nothing recorded: the re-run measures it
 
 
 def test_dead_engine_of_a_live_process_is_server_death(
