@@ -13,6 +13,7 @@ from typing import Any
 
 from hfrelease.cards import citation
 from hfrelease.cards.errors import CardError
+from hfrelease.cards.fidelity import accuracy_gates, fidelity_context
 from hfrelease.cards.inputs import FAMILY, SECTION_NAMES, CardInputs
 from hfrelease.cards.measurements import NONE, FamilyMeasurements, GateResult, SpeedPoint
 from hfrelease.cards.memory import figures as memory_figures
@@ -41,6 +42,7 @@ def build_context(
         "family": _family(manifest),
         "headline": view.headline(artifact),
         "quality": view.quality(artifact),
+        "fidelity": fidelity_context(manifest, measured, numbers, artifact, shown=view.shown),
         "matrix": view.matrix(artifact),
         "speed": view.speed(artifact),
         "load": view.load(artifact),
@@ -195,7 +197,7 @@ class _View:
         return Markdown("**fail**") if result.verdict == "fail" else escape_markdown(result.verdict)
 
     def quality(self, artifact: Artifact) -> Context | None:
-        gates = [g for g in self.manifest.gate if self.measured.gate(artifact.id, g.id) is not None]
+        gates = [g for g in accuracy_gates(self.manifest) if self.measured.gate(artifact.id, g.id) is not None]
         if artifact.kind == "draft" or not gates:
             return None
         reference = self.manifest.reference
@@ -223,7 +225,7 @@ class _View:
     def matrix(self, artifact: Artifact) -> Context | None:
         """Every gate on every shown artifact, one row each (a long table fits any number of gates)."""
         rows = []
-        for gate in self.manifest.gate:
+        for gate in accuracy_gates(self.manifest):
             for other in self.manifest.artifact:
                 result = self.measured.gate(other.id, gate.id)
                 if result is None or not self.shown(other):
@@ -247,7 +249,7 @@ class _View:
             ref_size = self.size(reference) if artifact.kind not in {"reference", "draft"} else None
             lines.append(Markdown(f"Weights: {size}" + (f" (reference: {ref_size})" if ref_size else "")))
         if artifact.kind not in ("reference", "draft"):
-            for gate in self.manifest.gate:
+            for gate in accuracy_gates(self.manifest):
                 result = self.measured.gate(artifact.id, gate.id)
                 if result is None:
                     continue
@@ -594,7 +596,7 @@ class _View:
         return self.measured.speed.get((artifact_id, workload_id, NONE, 1))
 
     def _gate_results(self, other: Artifact) -> list[GateResult]:
-        return [r for g in self.manifest.gate if (r := self.measured.gate(other.id, g.id)) is not None]
+        return [r for g in accuracy_gates(self.manifest) if (r := self.measured.gate(other.id, g.id)) is not None]
 
     def _quality_summary(self, other: Artifact) -> Markdown:
         if other.kind == "draft":
@@ -761,15 +763,13 @@ def _provenance(manifest: Manifest, measured: FamilyMeasurements, artifact: Arti
         settings = [f"{key} {generation[key]}" for key in ("temperature", "top_p", "num_fewshot")
                     if generation.get(key) is not None]
         harness = _harness(records[0].harness, records[0].versions)
-        task = code_span(gate.task or " ".join(gate.command or []) or gate.entry_point or gate.id)
+        task = code_span(gate.task or " ".join(gate.command or []) or gate.entry_point or gate.fidelity or gate.id)
         parts = [f"{harness}, {task}, metric {code_span(gate.metric)}, {escape_markdown(gate.mode)}",
                  escape_markdown(f"n {'/'.join(map(str, ns))}" + (f" (limit {gate.limit})" if gate.limit
                                                                    else " (full set)")),
                  escape_markdown(f"seed {gate.seed}, max tokens {gate.max_tokens}"
                                  + "".join(f", {x}" for x in settings)),
-                 escape_markdown(f"margin {gate.margin:g}" + (f", floor {gate.floor:g}" if gate.floor is not None
-                                                                else "")
-                                 + (f", minimum recovery {gate.min_recovery:g}" if gate.min_recovery else "")),
+                 escape_markdown(_thresholds(gate)),
                  escape_markdown("measured " + _dates(dates))]
         label = f"**{escape_markdown(gate.label or gate.id)}**"
         if gate.description:
@@ -793,6 +793,15 @@ def _provenance(manifest: Manifest, measured: FamilyMeasurements, artifact: Arti
     return {"gates": gates, "workloads": workloads, "environments": environments}
 
 
+def _thresholds(gate: Gate) -> str:
+    if gate.is_fidelity:
+        return ", ".join(f"{name} {value:g}" for name, value in (("max KL", gate.max_kl),
+                                                                 ("max flip rate", gate.max_flip_rate))
+                         if value is not None)
+    return (f"margin {gate.margin:g}" + (f", floor {gate.floor:g}" if gate.floor is not None else "")
+            + (f", minimum recovery {gate.min_recovery:g}" if gate.min_recovery else ""))
+
+
 def _dates(dates: list[str]) -> str:
     return dates[0] if dates[0] == dates[-1] else f"{dates[0]} {DASH} {dates[-1]}"
 
@@ -802,6 +811,8 @@ def _harness(harness: str, versions: Mapping[str, str]) -> str:
         return f"lm-eval {versions.get('lm_eval', '(version not recorded)')}"
     if harness == "vllm-bench":
         return f"vllm bench serve {versions.get('vllm', '')}".strip()
+    if harness == "fidelity":
+        return f"prompt logprobs through vLLM {versions.get('vllm', '')}".strip()
     return "custom harness"
 
 

@@ -131,7 +131,7 @@ def _acceptance(manifest: Manifest, measured: FamilyMeasurements, artifact: Arti
 
 
 def _quality(manifest: Manifest, measured: FamilyMeasurements, card: Artifact) -> PlotData | None:
-    gates = list(manifest.gate)
+    gates = [g for g in manifest.gate if not g.is_fidelity]  # fidelity has its own section, not deltas
     # The tables' units: points for a gate whose values are all fractions, the metric's own units otherwise.
     percent = {g.id: bool(values) and all(0.0 <= v <= 1.0 for v in values)
                for g in gates for values in [[r.value for (_, gid), r in measured.gates.items()

@@ -327,3 +327,25 @@ def test_truncation_compared_fails_a_quant_that_loops_more() -> None:
     assert dict(judged.checks)["accuracy"].verdict == "pass"
     assert judged.verdict == "fail" and "truncation_margin = 0.05" in judged.reason
     assert judge_samples(gate, reference, reference).verdict == "pass"
+
+
+def test_cards_show_a_fidelity_section_with_every_figure_traced(
+    family: Manifest, fake_vllm: FakeVllm, tmp_path: Path
+) -> None:
+    """The quant's card has a Fidelity table (KL and flips with intervals) and no fidelity row among the deltas."""
+    from hfrelease.cards.inputs import read_inputs
+    from hfrelease.cards.render import render_family
+
+    _run(family, fake_vllm, tmp_path)
+    only = family.model_copy(update={"gate": [g for g in family.gate if g.is_fidelity]})
+    only._root = family.root
+    rendered = render_family(read_inputs(only), plots=False)
+    card = rendered.card("fp8")
+    text = card.readme
+    section = text[text.index("### Fidelity to the reference"):]
+    assert "| Mean KL, nats/token (CI) |" in section and "| pass |" in section
+    assert "Fidelity |" not in text[:text.index("### Fidelity to the reference")].split("## Quality evals")[1]
+    kl = next(r for r in card.numbers if r.id == "fidelity.fidelity.fp8.kl")
+    record = Ledger(family.root / "results").records(artifact_id="fp8", subject_id="fidelity")[0]
+    assert float(kl.text) == pytest.approx(record.metrics["kl"].value, abs=5e-5)
+    assert "lower bound of the true KL" in section
