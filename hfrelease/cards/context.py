@@ -149,7 +149,7 @@ class _View:
                                 f"{result.gate.label or result.gate.id} on {result.artifact_id}",
                                 fixed(result.value * scale, places), [result.entry])
 
-    def delta(self, result: GateResult) -> Markdown | None:
+    def delta(self, result: GateResult, unit: str = "") -> Markdown | None:
         """The delta with its interval and n: "-1.0 (CI -3.0 to +0.0, n=100)", or, for a zero-width
         interval, what it means: "+0.0 (all 100 pairs agree)"."""
         c = result.comparison
@@ -163,11 +163,11 @@ class _View:
         if c.ci_low == c.ci_high:
             # A zero-width bootstrap interval: every paired difference is the same number.
             what = f"all {n} pairs agree" if c.delta == 0 else f"all {n} pairs differ by {delta}"
-            return Markdown(f"{delta} ({what})")
+            return Markdown(f"{delta}{unit} ({what})")
         low = self.numbers.add(f"{base}.ci_low", f"{label}: CI low", signed(c.ci_low * scale, places), result.records)
         high = self.numbers.add(f"{base}.ci_high", f"{label}: CI high", signed(c.ci_high * scale, places),
                                 result.records)
-        return Markdown(f"{delta} (CI {low} to {high}, n={n})")
+        return Markdown(f"{delta}{unit} (CI {low} to {high}, n={n})")
 
     def recovery(self, result: GateResult) -> Markdown | None:
         """Recovery in percent with its paired-bootstrap interval: "99.0% (97.0 to 100.0)"."""
@@ -253,14 +253,14 @@ class _View:
                 result = self.measured.gate(artifact.id, gate.id)
                 if result is None:
                     continue
-                delta = self.delta(result)
+                delta = self.delta(result, f" {self.unit(gate)} vs the reference")
                 label = escape_markdown(gate.label or gate.id)
                 if delta is None:
                     verdict, reason = escape_markdown(result.verdict), escape_markdown(result.reason)
                     lines.append(Markdown(f"{label}: {verdict} ({reason})"))
                     continue
                 recovery = self.recovery(result)
-                lines.append(Markdown(f"{label}: {delta} {self.unit(gate)} vs the reference"
+                lines.append(Markdown(f"{label}: {delta}"
                                       + (f", recovery {recovery}" if recovery else "")
                                       + f": {self.verdict(result)}"))
         if artifact.kind == "draft":
@@ -271,8 +271,10 @@ class _View:
                 continue
             label = escape_markdown(workload.label or workload.id)
             if best.speculative == NONE:
-                lines.append(Markdown(f"{label}: {self.tps(best)} tok/s batch-1 without speculation "
-                                      "(no speculative config was faster)"))
+                alone = all(p.speculative == NONE for p in self.measured.points(artifact_id=artifact.id,
+                                                                                 workload_id=workload.id))
+                why = "the only config measured" if alone else "no speculative config was faster"
+                lines.append(Markdown(f"{label}: {self.tps(best)} tok/s batch-1 without speculation ({why})"))
             else:
                 lines.append(Markdown(f"{label}: {self.tps(best)} tok/s batch-1 with {code_span(best.speculative)}, "
                                       f"{self.speedup(best)} over no speculation"))

@@ -56,8 +56,8 @@ def serving_context(manifest: Manifest, measured: FamilyMeasurements, artifact: 
         configs, notes = [], {}
         for workload in manifest.workload:
             best = measured.best_batch1(artifact.id, workload.id)
-            if best is None:
-                continue
+            if best is None or (best.speculative != NONE and best.baseline is None):
+                continue  # never "best" without the no-speculation point it has to beat (context._View.best)
             label = workload.label or workload.id
             if best.speculative not in configs:
                 configs.append(best.speculative)

@@ -165,3 +165,44 @@ def test_metadata_per_kind(fresh: list[CardText]) -> None:
     assert data["draft"]["library_name"] == "transformers"
     metric = data["fp8-dynamic"]["model-index"][0]["results"][0]["metrics"][0]
     assert (metric["type"], metric["value"], metric["name"]) == ("exact_match", 99.0, "exact match (answer)")
+
+
+def _edit_record(inputs: CardInputs, name_part: str, change: dict[str, object]) -> CardInputs:
+    """The same ledger with one speed record's metrics/extra updated (`change` keys: metrics, extra)."""
+    from dataclasses import replace
+
+    from hfrelease.cards import entry_for
+    from hfrelease.ledger.record import Metric
+
+    entries = []
+    for entry in inputs.records:
+        record = entry.record
+        if name_part in entry.name:
+            metrics = {**record.metrics, **{k: Metric(value=v) for k, v in change.get("metrics", {}).items()}}
+            record = record.model_copy(update={"metrics": metrics, "extra": {**record.extra,
+                                                                               **change.get("extra", {})}})
+        entries.append(entry_for(record, entry.scores))
+    return replace(inputs, records=tuple(entries))
+
+
+def test_bunched_itl_is_not_printed_as_a_number(demo_inputs: CardInputs) -> None:
+    """An ITL median of 0.00 ms beside an honest TPOT (output in bunched chunks) prints as n/a with a note."""
+    inputs = _edit_record(demo_inputs, "speed-longdoc-16007c357e19", {
+        "metrics": {"itl_median_ms": 0.0004},
+        "extra": {"spread": {"output_throughput": [358.2, 385.0], "itl_median_ms": [0.0, 2.4]}}})
+    readme = render_family(inputs, plots=False, artifacts=["reference"]).cards[0].readme
+    row = next(line for line in readme.split("### Long-document copy")[1].splitlines() if line.startswith("| `none`"))
+    assert "n/a (bunched)" in row and "0.00" not in row
+    assert "arrived in bunched chunks" in readme
+
+
+def test_no_best_without_a_baseline(demo_inputs: CardInputs) -> None:
+    """Without a point served without speculation, no config is called best or headlined as fastest."""
+    dropped = ("speed-longdoc-16007c357e19", "speed-best-longdoc")  # the none point and the recorded choice
+    inputs = CardInputs(manifest=demo_inputs.manifest, sections=demo_inputs.sections,
+                        records=tuple(e for e in demo_inputs.records if not any(d in e.name for d in dropped)))
+    readme = render_family(inputs, plots=False, artifacts=["reference"]).cards[0].readme
+    section = readme.split("### Long-document copy")[1].split("###")[0]
+    assert "no best config (nothing measured without speculation to compare with)" in section
+    assert "| best |" not in section
+    assert "Long-document copy:" not in readme.split("<!-- measured:end -->")[0]
