@@ -270,7 +270,12 @@ def _ensure_repo(api: HfApi, plan: RepoPlan, *, private: bool) -> RepoPlan:
     """Create a missing repo (its initial commit holds only .gitattributes) and diff against its main."""
     if plan.main is not None:
         return plan
-    api.create_repo(plan.repo, private=private, exist_ok=True)
+    try:
+        api.create_repo(plan.repo, private=private, exist_ok=True)
+    except Exception:
+        # The Hub may have made the repo and the answer been lost: what it holds decides, not the error.
+        if read_revision(api, plan.repo, "main") is None:
+            raise
     main = read_revision(api, plan.repo, "main")
     if main is None:
         raise PublishError(f"{plan.repo}: created, but its main branch cannot be read")

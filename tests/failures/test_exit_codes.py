@@ -157,6 +157,8 @@ FAULTS: dict[str, tuple[ExitCode, Callable[[Sweep], tuple[int, str]]]] = {
         FaultRule(endpoint="tag-create", drop_connection=True, after=True, times=None))),
     "lost reply to a commit": (ExitCode.OK, lambda s: s.publish(
         FaultRule(endpoint="commit", drop_connection=True, after=True, times=None))),
+    "lost reply to a repo creation": (ExitCode.OK, lambda s: s.publish(
+        FaultRule(endpoint="repo-create", drop_connection=True, after=True, times=None))),
 }
 
 

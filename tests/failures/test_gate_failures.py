@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from hfrelease.errors import ExitCode
+import pytest
+
+from hfrelease.errors import ExitCode, ServerError
+from hfrelease.evaluation import runner
+from hfrelease.evaluation.failures import RequestsFailedError
 from hfrelease.ledger.store import Ledger
 from tests.conftest import CliRun
-from tests.failures.fake_openai import FakeOpenAI
+from tests.failures.fake_openai import FakeOpenAI, Mode
+from tests.unit.test_server_death import make_server
 
 FP8 = "tester/Fixture-1M-FP8-Dynamic"
 BUG = "This is a bug in hfrelease"
@@ -81,3 +87,33 @@ def test_a_failure_within_max_truncated_is_counted_and_the_gate_measured(
     assert row["status"] == "ok" and row["value"] == 19 / 20 and row["empty"] == 1
     [record] = Ledger(gate_family / "results").records(kind="gate")
     assert record.extra["failed_requests"] == {"HTTP 500 Internal Server Error": 1}
+
+
+def _stopped(base_url: str) -> RequestsFailedError:
+    return RequestsFailedError(gate="g", failed=2, total=20, kinds={"HTTP 503 Service Unavailable": 2}, attempts=3,
+                               allowed=1, base_url=base_url)  # fmt: skip
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("engine-dead", ServerError), ("error500", RequestsFailedError)])
+def test_a_started_server_whose_process_lives_is_judged_by_its_health(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_server: type[FakeOpenAI], mode: Mode,
+    expected: type[Exception],
+) -> None:
+    """A server hfrelease started, its process alive, whose requests failed: dead engine (/health 503) is exit 5,
+    a server that still serves keeps the gate's failure (exit 6). The fake stands in for the live vLLM."""
+    server, _ = make_server(tmp_path)
+    fake = fake_server(FP8, mode=mode).start()
+
+    def measure(*args: Any, **kwargs: Any) -> Any:
+        raise _stopped(fake.url)
+
+    monkeypatch.setattr(runner, "_measure", measure)
+    gate = SimpleNamespace(id="g", request_timeout=60.0, is_fidelity=False)
+    job = SimpleNamespace(pending=[SimpleNamespace(gate=gate)], artifact=SimpleNamespace(id="a", repo="o/m"),
+                          model_dir=tmp_path)
+    with pytest.raises(expected) as caught:
+        runner._run_gates(SimpleNamespace(), job, fake.url, server, None,  # type: ignore[arg-type]
+                          ledger=None, events=runner.NullEvents(), measured={}, log_dir=tmp_path)  # type: ignore[arg-type]
+    code = ExitCode.SERVER_FAILED if expected is ServerError else ExitCode.MEASUREMENT_FAILED
+    assert caught.value.exit_code == code  # type: ignore[attr-defined]
+    server.stop()
