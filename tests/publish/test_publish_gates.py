@@ -34,7 +34,7 @@ margin = 0.05
 """
 
 
-def _record_gates(family: Path, scores: dict[str, float]) -> None:
+def _record_gates(family: Path, scores: dict[str, float], *, when: str = "2026-11-30T09:00:00Z") -> None:
     """Write each artifact's gate record keyed exactly as `hfrelease eval` keys it (20 samples of `score`)."""
     from hfrelease.evaluation.plan import gate_input_key, plan_eval
 
@@ -52,7 +52,7 @@ def _record_gates(family: Path, scores: dict[str, float]) -> None:
             metrics={gate.metric: Metric(value=score, stderr=0.0)},
             samples=tuple(Sample(doc_id=str(i), score=score, truncated=False, empty=False) for i in range(n)),
             truncated=0, empty=0, serve=ServeRecord(argv=job.public.argv, env={}, display=job.public.display()),
-            versions=dict(HARNESS), hardware={"cpu_count": 2}, started_at="2026-11-30T09:00:00Z", duration_s=1.0,
+            versions=dict(HARNESS), hardware={"cpu_count": 2}, started_at=when, duration_s=1.0,
             input_key=key, extra={"metric": gate.metric, "value": score},
         ))  # fmt: skip
 
@@ -111,3 +111,19 @@ def test_gates_without_a_record_do_not_stop_publish(gated: Path, hub: HubServer,
     code, _, err = cli(["publish", str(gated), "--hub", hub.url])
     assert code == 0, err
     assert api.repo_exists(Q0) and api.repo_exists(Q1)
+
+
+def test_the_release_publish_job_publishes_verifies_and_refuses_failed_gates_too(
+    gated: Path, hub: HubServer, api: HfApi, cli: CliRun, tmp_path: Path
+) -> None:
+    """`release --only publish` (the workflow's publish step) refuses a failed gate; passing, it verifies."""
+    _record_gates(gated, {"ref": 1.0, "q0": 0.0, "q1": 1.0})
+    work = ["--work", str(tmp_path / "work")]
+    code, _, err = cli(["release", str(gated), "--only", "publish", "--hub", hub.url, *work])
+    assert code == 4, err
+    assert not api.repo_exists(Q0)
+    # q0 re-evaluated later: its newest record passes.
+    _record_gates(gated, {"ref": 1.0, "q0": 1.0, "q1": 1.0}, when="2026-11-30T10:00:00Z")
+    code, _, err = cli(["release", str(gated), "--only", "publish", "--hub", hub.url, *work])
+    assert code == 0, err
+    assert "2 repo(s) downloaded back and verified" in err
