@@ -295,15 +295,16 @@ def plan_eval(
             jobs.append(GateJob(artifact_id=artifact.id, gate=gate, input_key=key, recorded=recorded))
         servers.append(ServerJob(artifact=artifact, model_dir=model_dir, content=content, public=public,
                                  gates=tuple(jobs), unknown=unknown))
-    if download and artifacts and manifest.reference.id not in artifacts:
+    # Measuring (or its dry run), not judging: a judge reports a missing record, it never plans a server.
+    if not any_harness and artifacts and manifest.reference.id not in artifacts:
         servers = _with_fidelity_reference(manifest, servers, ledger=ledger, hash_cache=hash_cache, hasher=hasher,
-                                           force=force)
+                                           force=force, download=download)
     return EvalPlan(manifest=manifest, servers=tuple(servers))
 
 
 def _with_fidelity_reference(
     manifest: Manifest, servers: list[ServerJob], *, ledger: Ledger, hash_cache: HashCache | None,
-    hasher: Callable[..., ContentHash], force: bool,
+    hasher: Callable[..., ContentHash], force: bool, download: bool,
 ) -> list[ServerJob]:
     """`servers`, preceded by the reference's server for the fidelity gates whose reference record is missing.
 
@@ -316,7 +317,12 @@ def _with_fidelity_reference(
     if not wanted:
         return servers
     reference = manifest.reference
-    model_dir, content = artifact_content(manifest, reference, download=True, cache=hash_cache, hasher=hasher)
+    try:
+        model_dir, content = artifact_content(manifest, reference, download=download, cache=hash_cache, hasher=hasher)
+    except ArtifactError:
+        if download:
+            raise
+        return servers  # a dry run that cannot identify the reference shows the artifact's own jobs
     public = build_serve_command(manifest, reference, model=reference.repo)
     jobs = []
     for gate in wanted.values():
