@@ -159,6 +159,31 @@ def _approx_tokens(text: str) -> int:
     return len(text.split()) + text.count(".") + 8
 
 
+def fidelity_rows() -> list[dict[str, object]]:
+    """The demo's fidelity gate prompt set: raw completion prompts (ChatML written out, since
+    `/v1/completions` applies no chat template) over each kind of thing the model was trained on.
+
+    Twelve prompts of a few tokens each, scored over 16-token continuations: a fidelity run costs two
+    requests per prompt on the reference and one on every other artifact, seconds on a 2-core CPU.
+    """
+    # Literal ChatML, as the demo tokenizer's template renders one user turn (hfrelease.demo.tokenizer).
+    def chat(question: str, *, thinking: bool) -> str:
+        opening = "" if thinking else "<think>\n\n</think>\n\n"
+        return f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n{opening}"
+
+    arith = arithmetic_questions()
+    texts = passages()
+    prompts = [
+        *(("arith", chat(arith_prompt(*q), thinking=False)) for q in arith[:2]),
+        *(("arith-think", chat(arith_prompt(*q), thinking=True)) for q in arith[2:4]),
+        *(("json", chat(json_prompt(item), thinking=False)) for item in (7, 21)),
+        *(("chat", chat(prompt, thinking=False)) for prompt, _ in _GREETINGS[3:5]),
+        *(("color", mc_query(item)) for item in (12, 40)),
+        *(("copy", chat(repeat_prompt(" ".join(text.split()[:8])), thinking=False)) for text in texts[:2]),
+    ]
+    return [{"id": f"{kind}-{i}", "prompt": prompt} for i, (kind, prompt) in enumerate(prompts)]
+
+
 def chat_workload_rows() -> list[dict[str, object]]:
     """Short prompts with short answers: the "chat" speed workload.
 

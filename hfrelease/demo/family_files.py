@@ -105,6 +105,7 @@ def family_files(*, tasks_dir: str) -> dict[str, str]:
         JSON_GATE_PROMPTS: data.to_jsonl(data.json_rows()),
         "prompts/chat.jsonl": data.to_jsonl(data.chat_workload_rows()),
         "prompts/longdoc.jsonl": data.to_jsonl(data.longdoc_workload_rows()),
+        "prompts/fidelity.jsonl": data.to_jsonl(data.fidelity_rows()),
     }
     arith_file = f"{tasks_dir}/demo_arith.jsonl"
     files["tasks/demo_arith.yaml"] = _arith_yaml("demo_arith", arith_file, thinking=True)
