@@ -26,14 +26,17 @@ class RequestsFailedError(MeasurementError):
     """Too many of a gate's requests failed after every attempt: the gate is void, never scored (exit 6)."""
 
     def __init__(self, *, gate: str, failed: int, total: int, kinds: Mapping[str, int], attempts: int,
-                 allowed: int, base_url: str) -> None:  # fmt: skip
+                 allowed: int, base_url: str, sequential: bool = False) -> None:  # fmt: skip
         self.failed, self.total, self.kinds, self.base_url = failed, total, dict(kinds), base_url
         how = ", ".join(f"{kind}: {count}" for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]))
         slow = (f" If the requests are just slow, raise request_timeout of gate {gate!r} (derived from max_tokens "
                 "when unset).") if TIMED_OUT in kinds else ""  # fmt: skip
         super().__init__(
             f"gate {gate}: {failed} of {total} requests failed after {attempts} attempt{'s' if attempts != 1 else ''} "
-            f"each ({how}); more than {allowed} failed (its max_truncated share), so the rest were not sent",
+            f"each ({how}); "
+            + ("lm-eval sends them one at a time (num_concurrent = 1) and cannot go past a failed one, so the rest "
+               "were not sent" if sequential else
+               f"more than {allowed} failed (its max_truncated share), so the rest were not sent"),
             hint=f"The server at {base_url} failed these requests: its log says why. Run the same command again "
             f"once it serves: recorded gates are kept and this one resumes from its answered requests.{slow}",
         )

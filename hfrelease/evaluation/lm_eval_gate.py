@@ -212,15 +212,16 @@ class _Counted:
             if not self._last_attempt(messages):
                 raise
             self.observer.failed(request_failure_kind(error), len(messages))
-            raise self.failure() from None
+            raise self.failure(sequential=True) from None
         self._done(messages)
         return result
 
-    def failure(self) -> RequestsFailedError:
+    def failure(self, *, sequential: bool = False) -> RequestsFailedError:
         failed = sum(self.observer.failures.values())
         return RequestsFailedError(gate=self.gate_id, failed=failed, total=self.observer.total,
                                    kinds=self.observer.failures, attempts=self.max_retries,
-                                   allowed=self.observer.allowed_failures, base_url=self.base_url)  # fmt: skip
+                                   allowed=self.observer.allowed_failures, base_url=self.base_url,
+                                   sequential=sequential)  # fmt: skip
 
     def checked(self, answers: list[Any]) -> list[Any]:
         if self.observer.stopped:

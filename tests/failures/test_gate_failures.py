@@ -117,3 +117,18 @@ def test_a_started_server_whose_process_lives_is_judged_by_its_health(
     code = ExitCode.SERVER_FAILED if expected is ServerError else ExitCode.MEASUREMENT_FAILED
     assert caught.value.exit_code == code  # type: ignore[attr-defined]
     server.stop()
+
+
+def test_sequential_requests_stop_at_the_first_failure(
+    cli: CliRun, gate_family: Path, fake_server: type[FakeOpenAI], tmp_path: Path
+) -> None:
+    """num_concurrent = 1 (lm-eval's sequential path, which has no stand-in answer): 500s stop the gate at the
+    first request that fails after every attempt, exit 6, one message and JSON."""
+    manifest = gate_family / "release.toml"
+    manifest.write_text(manifest.read_text().replace("num_concurrent = 4", "num_concurrent = 1"))
+    server = fake_server(FP8, mode="error500").start()
+    code, report, err = eval_attached(cli, gate_family, server, tmp_path / "run")
+    assert code == ExitCode.MEASUREMENT_FAILED == report["exit_code"], err
+    assert "1 of 20 requests failed after 3 attempts each (HTTP 500" in report["error"]["message"]
+    assert "one at a time" in report["error"]["message"]
+    assert server.requests == 3 and err.count("error:") == 1
