@@ -68,7 +68,7 @@ def publish_vendor_repos(
 
 
 def _upload(out_dir: Path, folders: Mapping[str, Path]) -> dict[str, str]:
-    """Each folder as the head of its repo on the build's Hub (served for the upload); {repo: commit}."""
+    """Each folder uploaded to its repo on the build's Hub (served for the upload); {repo: commit}."""
     from huggingface_hub import HfApi
 
     from hfrelease.hub import serve
