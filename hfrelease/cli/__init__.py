@@ -13,7 +13,7 @@ import sys
 import click
 
 from hfrelease import __version__
-from hfrelease.cli import check, demo, eval, hub, init, ledger, publish, release, render, verify
+from hfrelease.cli import check, demo, eval, hub, init, ledger, preview, publish, release, render, verify
 from hfrelease.errors import ExitCode, HfreleaseError
 
 DEBUG_VARIABLE = "HFRELEASE_DEBUG"
@@ -30,6 +30,7 @@ def cli(ctx: click.Context, verbose: int) -> None:
     hfrelease check     validate a family's release.toml
     hfrelease eval      serve every artifact with vLLM, run gates and speed anchors, record results
     hfrelease render    model cards, citations and plots from recorded results
+    hfrelease preview   the rendered cards as the Hub shows them (static HTML or served locally)
     hfrelease bundle    plan the files of each repo (dry run of publish)
     hfrelease publish   push each repo in one atomic, tagged commit, all-or-nothing
     hfrelease verify    download the release back, check it against its MANIFEST, serve one artifact
@@ -51,6 +52,7 @@ for command in (
     check.check,
     eval.eval_,
     render.render,
+    preview.preview,
     publish.bundle,
     publish.publish,
     verify.verify,

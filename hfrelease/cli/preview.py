@@ -1,0 +1,43 @@
+"""`hfrelease preview`: the family's rendered cards as the Hub shows them, as static HTML or served locally."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.argument("manifest", type=click.Path(path_type=Path), default=Path())
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Write the pages to DIR and exit (default: serve them until interrupted).")
+@click.option("--port", default=0, show_default=True, help="Port to serve on (0: a free one, printed at start).")
+def preview(manifest: Path, out: Path | None, port: int) -> None:
+    """Show the rendered cards as the Hub would: metadata sidebar, GFM tables, images, cross-links.
+
+    Each card is laid out in the Hub's card column at a 1200 px window; links between the family's
+    repos lead to each other's pages. Render the cards first (`hfrelease render`).
+    """
+    from hfrelease.cli.output import err_console
+    from hfrelease.manifest import find_manifest, load_manifest
+    from hfrelease.preview import read_preview, serve_directory, write_preview
+
+    loaded = load_manifest(find_manifest(manifest), check_files=False)
+    site = read_preview(loaded)
+    if out is not None:
+        pages = write_preview(site, out)
+        err_console.print(f"[green]✓[/] {len(site.cards)} cards: {pages[0]}")
+        return
+    with tempfile.TemporaryDirectory(prefix="hfrelease-preview-") as tmp:
+        write_preview(site, Path(tmp))
+        server = serve_directory(Path(tmp), port=port)
+        host, bound = server.server_address[:2]
+        err_console.print(f"serving {len(site.cards)} cards at http://{host}:{bound}/ (Ctrl-C to stop)")
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.shutdown()

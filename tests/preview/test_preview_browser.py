@@ -1,0 +1,139 @@
+"""The preview opened in headless Chromium at the Hub's 1200 px window: tables fit, images load, links resolve.
+
+Chromium is Debian's package (scripts/setup installs it where apt is available); Playwright drives it
+through its own protocol client, with `executable_path` so no browser is downloaded. CI sets
+HFRELEASE_REQUIRE_CHROMIUM=1 (.ci/run), so there a missing browser fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hfrelease.manifest import load_manifest
+from hfrelease.preview import CARD_COLUMN_PX, VIEWPORT_PX, read_preview, serve_directory, write_preview
+
+CHROMIUM = Path(os.environ.get("HFRELEASE_CHROMIUM", "/usr/bin/chromium"))
+# The flags this machine needs: no sandbox (root in a container), no GPU, and nothing reaching the network.
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+REQUIRED = os.environ.get("HFRELEASE_REQUIRE_CHROMIUM") == "1"
+
+_MEASURE = """() => {
+  const column = document.querySelector('article.card').getBoundingClientRect();
+  const tables = [...document.querySelectorAll('article.card table')].map(t => {
+    const r = t.getBoundingClientRect();
+    return {right: r.right, width: r.width, head: (t.querySelector('tr') || t).innerText.slice(0, 80)};
+  });
+  const images = [...document.images].map(
+    i => ({src: i.getAttribute('src'), loaded: i.complete && i.naturalWidth > 0}));
+  const links = [...document.querySelectorAll('a[href]')].map(a => ({href: a.href, raw: a.getAttribute('href')}));
+  return {top: column.top + window.scrollY, right: column.right, width: column.width, tables, images, links};
+}"""
+
+
+def _unavailable(reason: str) -> None:
+    if REQUIRED:
+        pytest.fail(f"{reason} (HFRELEASE_REQUIRE_CHROMIUM=1: CI must run the browser test)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A headless Chromium context with a fresh profile and a 1200 px window."""
+    if not CHROMIUM.is_file():
+        _unavailable(f"{CHROMIUM} not installed (scripts/setup installs Debian's chromium where apt works)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed (a dev dependency: scripts/setup installs it)")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=str(CHROMIUM), headless=True,
+            args=FLAGS, viewport={"width": VIEWPORT_PX, "height": 900})
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+def inspect_site(context: Any, site: Path, shots: Path) -> list[str]:
+    """Every problem a reader would meet in the preview under `site`, one line each."""
+    from PIL import Image
+
+    preview_root = site
+    server = serve_directory(preview_root)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    problems: list[str] = []
+    try:
+        page = context.new_page()
+        pages = sorted(p.parent.name for p in site.glob("*/index.html"))
+        for name in pages:
+            page.goto(f"{base}/{name}/index.html", wait_until="load")
+            found = page.evaluate(_MEASURE)
+            if abs(found["width"] - CARD_COLUMN_PX) > 1:
+                problems.append(f"{name}: card column is {found['width']} px, not {CARD_COLUMN_PX}")
+            for table in found["tables"]:
+                if table["right"] > found["right"] + 0.5:
+                    problems.append(f"{name}: table {table['head']!r} is {table['width']:.0f} px wide, overflowing "
+                                    f"the {CARD_COLUMN_PX} px card column")
+            for image in found["images"]:
+                if not image["loaded"]:
+                    problems.append(f"{name}: image {image['src']} does not load")
+            for link in found["links"]:
+                href = link["href"]
+                if not href.startswith(base):
+                    continue  # the real Hub and other sites: not reachable offline, not the family's
+                target, _, fragment = href.partition("#")
+                status = page.request.get(target).status
+                if status >= 400:
+                    problems.append(f"{name}: link {link['raw']} does not resolve (HTTP {status})")
+                elif fragment and target == page.url.partition("#")[0] and not page.evaluate(
+                        "f => document.getElementById(decodeURIComponent(f)) !== null", fragment):
+                    problems.append(f"{name}: link {link['raw']} names no anchor of the page")
+            # The screenshot check: the gutter between the card column and the sidebar must stay blank;
+            # a table too wide for the column paints its borders and text there.
+            shot = shots / f"{name}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            with Image.open(shot) as image:
+                right = int(found["right"])
+                gutter = image.convert("RGB").crop((right + 2, int(found["top"]), right + 30, image.height))
+                if gutter.getextrema() != ((255, 255), (255, 255), (255, 255)):
+                    problems.append(f"{name}: something is drawn right of the card column ({shot})")
+        page.close()
+    finally:
+        server.shutdown()
+    return problems
+
+
+def _site(family: Path, out: Path) -> Path:
+    write_preview(read_preview(load_manifest(family / "release.toml", check_files=False)), out)
+    return out
+
+
+def test_demo_cards_fit_load_and_link(browser: Any, repo_root: Path, tmp_path: Path) -> None:
+    """The committed demo cards: no table overflows the 730 px column, every image loads, every link resolves."""
+    site = _site(repo_root / "model_cards" / "demo", tmp_path / "site")
+    assert inspect_site(browser, site, tmp_path) == []
+
+
+def test_planted_defects_are_caught(browser: Any, repo_root: Path, tmp_path: Path) -> None:
+    """A too-wide table, a missing image and a broken link planted in a card each fail the check."""
+    family = tmp_path / "demo"
+    shutil.copytree(repo_root / "model_cards" / "demo", family, ignore=shutil.ignore_patterns("results"))
+    card = family / "fp8-dynamic" / "README.md"
+    wide = " | ".join(f"unbreakable_column_name_{i:02d}" for i in range(8))
+    card.write_text(card.read_text(encoding="utf-8") + "\n\n| " + wide + " |\n|" + " --- |" * 8 + "\n| "
+                    + " | ".join(["value_without_spaces_here"] * 8) + " |\n\n![lost plot](plots/missing.png)\n\n"
+                    "[the recipe](recipe/missing.yaml)\n", encoding="utf-8")
+    problems = inspect_site(browser, _site(family, tmp_path / "site"), tmp_path)
+    assert [p.split(":")[0] for p in problems] == ["fp8-dynamic"] * 4, problems
+    assert "overflowing the 730 px card column" in problems[0]
+    assert "plots/missing.png does not load" in problems[1]
+    assert "recipe/missing.yaml does not resolve (HTTP 404)" in problems[2]
+    assert "drawn right of the card column" in problems[3]

@@ -1,0 +1,64 @@
+"""`hfrelease preview` pages: Markdown as the Hub renders it, the metadata sidebar, cross-links, plots."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from hfrelease.preview import render_markdown, sidebar_html, split_front_matter
+from tests.conftest import CliRun
+
+
+def test_front_matter_is_split_from_the_body() -> None:
+    """The YAML block becomes the metadata and the Markdown after it the body."""
+    metadata, body = split_front_matter("---\nlicense: mit\ntags: [a]\n---\n# Title\n")
+    assert metadata == {"license": "mit", "tags": ["a"]}
+    assert body == "# Title\n"
+    assert split_front_matter("# No metadata\n") == ({}, "# No metadata\n")
+
+
+def test_gfm_tables_and_inline_html_render() -> None:
+    """A GFM table becomes an HTML table; `<details>` and `<br>` pass through as the Hub renders them."""
+    text = "| a | b |\n| --- | --- |\n| 1<br>2 | ~~x~~ |\n\n<details><summary>s</summary>\n\nt\n</details>\n"
+    out = render_markdown(text, repo_pages={})
+    assert "<table>" in out and "<td>1<br>2</td>" in out and "<s>x</s>" in out
+    assert "<details><summary>s</summary>" in out
+
+
+def test_links_to_family_repos_point_at_their_preview_pages() -> None:
+    """A link to a family repo leads to its page in the preview; any other link is left as written."""
+    out = render_markdown("[q](https://huggingface.co/org/q) [o](https://huggingface.co/other/x) [p](plots/a.png)",
+                          repo_pages={"org/q": "../q/index.html"})
+    assert 'href="../q/index.html"' in out
+    assert 'href="https://huggingface.co/other/x"' in out and 'href="plots/a.png"' in out
+
+
+def test_sidebar_shows_the_metadata_the_hub_shows() -> None:
+    """License, base model, relation, tags and model-index results appear in the sidebar, escaped."""
+    html = sidebar_html({"license": "apache-2.0", "base_model": ["org/ref"], "base_model_relation": "quantized",
+                         "tags": ["<b>"], "model-index": [{"results": [{"dataset": {"name": "Arith"},
+                                                                        "metrics": [{"name": "em", "value": 99.0}]}]}]})
+    assert "apache-2.0" in html and "org/ref" in html and "quantized" in html
+    assert "&lt;b&gt;" in html and "<b>" not in html
+    assert "<td>Arith</td><td>em</td><td>99.0</td>" in html
+
+
+def test_preview_out_writes_every_card_with_its_plots(cli: CliRun, repo_root: Path, tmp_path: Path) -> None:
+    """`preview --out` writes an index, one page per card, and each card's plots beside its page."""
+    code, _, err = cli(["preview", str(repo_root / "model_cards" / "demo"), "--out", str(tmp_path / "site")])
+    assert code == 0, err
+    site = tmp_path / "site"
+    assert (site / "index.html").is_file() and (site / "style.css").is_file()
+    page = (site / "fp8-dynamic" / "index.html").read_text(encoding="utf-8")
+    assert 'href="../reference/index.html"' in page and "<table>" in page
+    assert (site / "fp8-dynamic" / "plots" / "quality-deltas.png").is_file()
+
+
+def test_preview_of_an_unrendered_family_says_to_render(cli: CliRun, repo_root: Path, tmp_path: Path) -> None:
+    """A family whose cards are not rendered yet is a usage error (exit 2) that says to run render."""
+    family = tmp_path / "demo"
+    shutil.copytree(repo_root / "model_cards" / "demo", family, ignore=shutil.ignore_patterns("results"))
+    (family / "draft" / "README.md").unlink()
+    code, _, err = cli(["preview", str(family), "--out", str(tmp_path / "site")])
+    assert code == 2
+    assert "no rendered card for draft" in err and "hfrelease render" in err
