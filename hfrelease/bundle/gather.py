@@ -89,7 +89,7 @@ class Candidates:
 
 @dataclass(frozen=True, kw_only=True)
 class Source:
-    """The artifact's checkpoint: its directory, the bound its links may point within, and its Hub origin.
+    """The artifact's checkpoint: its directory and its Hub origin (where its links may point is `Candidates.tree`).
 
     `hub` is "owner/name@<revision>" for a Hub source, whose directory is a snapshot in the Hugging Face
     cache: messages then name the file by its place in the Hub repo, never by the cache path (which a user
@@ -97,7 +97,6 @@ class Source:
     """
 
     directory: Path
-    bound: Path
     hub: str | None = None
 
     def shown(self, rel: str) -> str:
@@ -125,7 +124,7 @@ def source_dir(
                          where=f"{where}.path")  # fmt: skip
             return None
         found.tree = Tree.of(manifest.root, directory)
-        return Source(directory=directory, bound=directory)
+        return Source(directory=directory)
     if not hub or source.hub is None or source.revision is None:  # the validator guarantees one or the other
         return None
     if source.hub == artifact.repo and fetcher is None:
@@ -137,7 +136,7 @@ def source_dir(
     # A cache snapshot's files link to ../../blobs/: the repo folder of the cache bounds them.
     bound = cache_repo_dir(snapshot) or snapshot.resolve().parent.parent
     found.tree = Tree.of(manifest.root, bound)
-    return Source(directory=snapshot, bound=bound, hub=f"{source.hub}@{source.revision[:12]}")
+    return Source(directory=snapshot, hub=f"{source.hub}@{source.revision[:12]}")
 
 
 def trust_remote_code(manifest: Manifest, artifact: Artifact) -> bool:
