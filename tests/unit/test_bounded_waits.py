@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from hfrelease.errors import ExitCode
+from hfrelease.errors import ExitCode, HfreleaseError, ServerError
 from hfrelease.evaluation import timeouts
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import load_manifest
+from hfrelease.serving.alarm import Alarm
 from tests.conftest import CliRun
 from tests.fake_openai import FakeOpenAI
 
@@ -266,3 +267,41 @@ def test_benchmark_that_never_finishes_is_a_void_point(
                       requests=4)
     assert time.monotonic() - started < 30
     server.stop()
+
+
+class RecordingAlarm(Alarm):
+    """An alarm that records its reason instead of interrupting the test's main thread."""
+
+    def ring(self, reason: HfreleaseError) -> bool:
+        self.reason = reason
+        return True
+
+
+@pytest.mark.parametrize(
+    ("done_total", "counters", "rings"),
+    [
+        ((3, 8), "frozen", True),  # requests outstanding, the engine computes nothing: a stall
+        ((3, 8), "moving", False),  # requests outstanding, tokens being generated: slow, not stalled
+        ((8, 8), "frozen", False),  # nothing awaited (between tasks): never a stall
+        ((3, 8), "absent", True),  # no vLLM counters: no answer for the request timeout is a stall
+    ],
+)
+def test_stall_watch_rings_only_when_nothing_moves(done_total: tuple[int, int], counters: str, rings: bool) -> None:
+    """The stall watchdog rings (a ServerError) only when requests are outstanding and nothing progresses."""
+    from hfrelease.serving.stall import Progress, StallWatch
+
+    progress = Progress()
+    progress.update(*done_total)
+    ticks = iter(range(1_000_000))
+
+    def probe(url: str) -> float | None:
+        return None if counters == "absent" else float(next(ticks)) if counters == "moving" else 5.0
+
+    alarm = RecordingAlarm()
+    alarm.arm()
+    with StallWatch(base_url="http://127.0.0.1:1", progress=progress, alarm=alarm, window=0.2, fallback_window=0.3,
+                    probe=probe, poll=0.02, probe_every=0.05):
+        time.sleep(1.0)
+    assert (alarm.reason is not None) == rings
+    if rings:
+        assert isinstance(alarm.reason, ServerError) and "stopped answering" in alarm.reason.message
