@@ -42,9 +42,13 @@ def gate_result(family: Path) -> tuple[dict[str, object], list[tuple[str, float,
 
 
 def port_is_free(port: int) -> bool:
+    """Whether a new server could listen on `port` (as vLLM does: SO_REUSEADDR, so the closed connections'
+    TIME_WAIT entries do not count, a listener does)."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
+            probe.listen(1)
         except OSError:
             return False
         return True
