@@ -349,3 +349,15 @@ def test_cards_show_a_fidelity_section_with_every_figure_traced(
     record = Ledger(family.root / "results").records(artifact_id="fp8", subject_id="fidelity")[0]
     assert float(kl.text) == pytest.approx(record.metrics["kl"].value, abs=5e-5)
     assert "lower bound of the true KL" in section
+
+
+def test_ledger_merge_copies_the_raw_responses(family: Manifest, fake_vllm: FakeVllm, tmp_path: Path) -> None:
+    """A merged fidelity record brings its raw file, verified against the sha256 in its name."""
+    ledger, _ = _run(family, fake_vllm, tmp_path)
+    merged = Ledger(tmp_path / "merged")
+    merged.merge([ledger.root])
+    record = _fidelity_record(merged, "fp8")
+    ((_, name),) = raw_files(record)
+    assert merged.raw_bytes(record, name) == ledger.raw_bytes(record, name)
+    (ledger.root / "fp8" / name).write_bytes(b"{}\n")
+    assert Ledger(tmp_path / "again").merge([ledger.root]).skipped_invalid
