@@ -35,22 +35,27 @@ def fidelity_context(
     manifest: Manifest, measured: FamilyMeasurements, numbers: NumberRegistry, card: Artifact,
     *, shown: Callable[[Artifact], bool],
 ) -> Context | None:
-    """Rows of every fidelity gate on every shown artifact but the reference (this card's in bold)."""
+    """Rows of every fidelity gate on every shown artifact but the reference (this card's in bold); with
+    several fidelity gates the rows follow the gates' order."""
     rows: list[Context] = []
     for gate in (g for g in manifest.gate if g.is_fidelity):
         for other in manifest.artifact:
             result = measured.gate(other.id, gate.id)
             if result is None or other.id == manifest.reference.id or not shown(other):
                 continue
-            rows.append(_row(gate, other, result, numbers, bold=other.id == card.id))
+            row = _row(gate, other, result, numbers, bold=other.id == card.id)
+            if sum(g.is_fidelity for g in manifest.gate) > 1:  # the gate goes where a Gate column would
+                row["name"] = Markdown(f"{row['name']} ({row['gate']})")
+            rows.append(row)
     if not rows:
         return None
-    return {"rows": rows, "approximation": APPROXIMATION, "reference": escape_markdown(
-        manifest.reference.title or manifest.reference.repo)}
+    gates = [escape_markdown(g.label or g.id) for g in manifest.gate if g.is_fidelity]
+    return {"rows": rows, "approximation": APPROXIMATION, "gates": Markdown(", ".join(gates)),
+            "reference": escape_markdown(manifest.reference.title or manifest.reference.repo)}
 
 
 def _row(gate: Gate, other: Artifact, result: GateResult, numbers: NumberRegistry, *, bold: bool) -> Context:
-    title = escape_markdown(other.title or other.repo)
+    title = escape_markdown(other.repo.split("/")[1])  # the repo's short name keeps the table in the column
     row: Context = {"gate": escape_markdown(gate.label or gate.id), "name": Markdown(f"**{title}**") if bold else title,
                     "verdict": Markdown("**fail**") if result.verdict == "fail" else escape_markdown(result.verdict),
                     "reason": escape_markdown(result.reason), "void": result.value is None,
@@ -75,7 +80,7 @@ def _row(gate: Gate, other: Artifact, result: GateResult, numbers: NumberRegistr
                             fixed(diverged.value * 100, 0), [result.entry])
         at = (numbers.add(f"{base}.first_divergence", f"{label}: mean first divergence position",
                           fixed(first.value, 1), [result.entry]) if first is not None else None)
-        row["divergence"] = Markdown(f"{share}% of prompts" + (f", at token {at} on average" if at else ""))
+        row["divergence"] = Markdown(f"{share}%" + (f" (token {at})" if at else ""))
     row["n"] = numbers.add(f"{base}.n", f"{label}: prompts", str(result.entry.record.n), [result.entry])
     return row
 
@@ -85,6 +90,11 @@ def _interval(numbers: NumberRegistry, number_id: str, label: str, comparison: C
     # The comparison is reference - artifact (lower is better): the artifact's figure is its own mean, and
     # the interval of its excess over the reference's self-score (0) is (-ci_high, -ci_low).
     mean = numbers.add(number_id, label, fixed(comparison.artifact_mean * scale, places), records)
-    low = numbers.add(f"{number_id}_low", f"{label}, CI low", fixed(-comparison.ci_high * scale, places), records)
-    high = numbers.add(f"{number_id}_high", f"{label}, CI high", fixed(-comparison.ci_low * scale, places), records)
+    low_text, high_text = fixed(-comparison.ci_high * scale, places), fixed(-comparison.ci_low * scale, places)
+    if low_text == high_text:
+        # "0.0 to 0.0" reads like a typo (and check --cards refuses it): say what a zero-width interval means.
+        what = "every prompt agrees" if comparison.artifact_mean == 0 else "interval narrower than the last digit"
+        return Markdown(f"{mean}{suffix} ({what})")
+    low = numbers.add(f"{number_id}_low", f"{label}, CI low", low_text, records)
+    high = numbers.add(f"{number_id}_high", f"{label}, CI high", high_text, records)
     return Markdown(f"{mean}{suffix} ({low} to {high})")

@@ -343,12 +343,18 @@ def test_cards_show_a_fidelity_section_with_every_figure_traced(
     card = rendered.card("fp8")
     text = card.readme
     section = text[text.index("### Fidelity to the reference"):]
-    assert "| Mean KL, nats/token (CI) |" in section and "| pass |" in section
+    assert "| Mean KL (CI) |" in section and "| pass |" in section
     assert "Fidelity |" not in text[:text.index("### Fidelity to the reference")].split("## Quality evals")[1]
     kl = next(r for r in card.numbers if r.id == "fidelity.fidelity.fp8.kl")
     record = Ledger(family.root / "results").records(artifact_id="fp8", subject_id="fidelity")[0]
     assert float(kl.text) == pytest.approx(record.metrics["kl"].value, abs=5e-5)
     assert "lower bound of the true KL" in section
+    from hfrelease.cards.lint import CardText, lint_cards
+
+    cards = [CardText(artifact_id=c.artifact_id, path=family.root / c.artifact_id / "README.md", text=c.readme)
+             for c in rendered.cards]
+    problems = [p for p in lint_cards(only, cards, inputs=read_inputs(only)) if "Fidelity" in p or "fidelity" in p]
+    assert problems == []
 
 
 def test_ledger_merge_copies_the_raw_responses(family: Manifest, fake_vllm: FakeVllm, tmp_path: Path) -> None:
