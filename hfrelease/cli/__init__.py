@@ -13,7 +13,7 @@ import sys
 import click
 
 from hfrelease import __version__
-from hfrelease.cli import check, demo, eval, hub, init, ledger, preview, publish, release, render, verify
+from hfrelease.cli import check, compare, demo, eval, hub, init, ledger, preview, publish, release, render, verify
 from hfrelease.errors import ExitCode, HfreleaseError
 
 DEBUG_VARIABLE = "HFRELEASE_DEBUG"
@@ -35,6 +35,7 @@ def cli(ctx: click.Context, verbose: int) -> None:
     hfrelease publish   push each repo in one atomic, tagged commit, all-or-nothing
     hfrelease verify    download the release back, check it against its MANIFEST, serve one artifact
     hfrelease release   the whole job graph on one machine (what CI runs on a tag)
+    hfrelease compare   what changed between two releases, refs or ledgers, with the evidence
     hfrelease init      scaffold a new family directory
 
     Exit codes: 0 ok, 2 usage, 3 bad manifest, 4 gate failed, 5 server failed, 6 measurement void,
@@ -50,6 +51,7 @@ def cli(ctx: click.Context, verbose: int) -> None:
 
 for command in (
     check.check,
+    compare.compare,
     eval.eval_,
     render.render,
     preview.preview,

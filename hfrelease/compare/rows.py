@@ -1,0 +1,322 @@
+"""Match the measurements of two ledgers by what they measure and compare each pair, with its evidence.
+
+A gate row is (gate, mode, artifact); a speed row is (workload, speculative config, concurrency, mode,
+artifact), its draft named. Each side's newest "ok" record of a row is compared (void records measured
+nothing). The difference is always NEW - OLD in the metric's own unit, and its 95 % interval comes from:
+
+- **a paired bootstrap** (`hfrelease.evaluation.comparison.paired_comparison`) when both records hold
+  per-sample scores of the same items: the same task hash and the same document ids. Pairing removes the
+  items' own difficulty from the noise, as it does for a gate against its reference.
+- **an unpaired bootstrap** otherwise: each side's per-sample scores (a gate whose items changed), or each
+  side's repeats read from the raw `vllm bench serve` results a speed record keeps (the repeats are
+  independent runs; the record's value is their median, so the median is what is resampled).
+- nothing, when a side holds neither (a record whose raw files are gone): the row says "no interval".
+
+The verdict reads the interval in the metric's direction: better when it lies above zero (below, for a
+lower-is-better metric), worse when on the other side, within noise when it straddles zero.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from hfrelease.compare.sides import LedgerSide
+from hfrelease.ledger.record import LedgerRecord
+
+CONFIDENCE = 0.95
+RESAMPLES = 10_000
+Verdict = Literal["better", "worse", "within noise", "no interval"]
+# Speed metrics compared, with the key of the same figure in one `vllm bench serve` result and its scale
+# (vLLM reports the acceptance rate in percent, the record as a fraction).
+SPEED_METRICS: dict[str, tuple[str, float]] = {
+    "output_throughput": ("output_throughput", 1.0),
+    "spec_acceptance_rate": ("spec_decode_acceptance_rate", 0.01),
+    "spec_mean_acceptance_length": ("spec_decode_acceptance_length", 1.0),
+}
+# Lower-is-better metrics a record can carry (fidelity gates); everything else reads higher is better.
+_LOWER_IS_BETTER = ("kl", "flip")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChangedInput:
+    """One input that differs between the two records of a row: why a number may have moved."""
+
+    name: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComparedRow:
+    """One measurement present on both sides, compared."""
+
+    kind: Literal["gate", "speed"]
+    subject: str  # gate id or workload id
+    config: str  # the gate's mode, or a speed row's "<speculative> c<concurrency> <mode>"
+    artifact: str
+    draft: str | None
+    metric: str
+    higher_is_better: bool
+    old: float
+    new: float
+    delta: float  # new - old, in the metric's unit
+    ci_low: float | None
+    ci_high: float | None
+    method: Literal["paired-bootstrap", "unpaired-bootstrap", "none"]
+    n_old: int
+    n_new: int
+    verdict: Verdict
+    changed: tuple[ChangedInput, ...]
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.kind, self.subject, self.config, self.artifact)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OneSidedRow:
+    """A measurement found on one side only (a new gate, a retired workload, an artifact added)."""
+
+    side: Literal["old", "new"]
+    kind: Literal["gate", "speed"]
+    subject: str
+    config: str
+    artifact: str
+    draft: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FamilyComparison:
+    family: str
+    old_label: str
+    new_label: str
+    rows: tuple[ComparedRow, ...]
+    one_sided: tuple[OneSidedRow, ...]
+
+    def for_artifact(self, artifact_id: str) -> FamilyComparison:
+        """The rows of one artifact: its own measurements, and those served with it as the draft."""
+        def mine(row: ComparedRow | OneSidedRow) -> bool:
+            return row.artifact == artifact_id or row.draft == artifact_id
+
+        return FamilyComparison(family=self.family, old_label=self.old_label, new_label=self.new_label,
+                                rows=tuple(r for r in self.rows if mine(r)),
+                                one_sided=tuple(r for r in self.one_sided if mine(r)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Measured:
+    record: LedgerRecord
+    side: LedgerSide
+
+
+def compare_ledgers(old: LedgerSide, new: LedgerSide) -> FamilyComparison:
+    """Every measurement of `old` and `new` matched and compared; raise UsageError for two families."""
+    from hfrelease.errors import UsageError
+
+    if old.family != new.family:
+        raise UsageError(f"{old.label} is a ledger of family {old.family!r} and {new.label} of {new.family!r}: "
+                         "only two ledgers of one family compare",
+                         hint="Compare two releases (or refs, or directories) of the same family.")
+    olds, news = _latest(old), _latest(new)
+    rows: list[ComparedRow] = []
+    for key in sorted(olds.keys() & news.keys()):
+        rows.extend(_compare(olds[key], news[key]))
+    one_sided = [_one_sided("old", olds[k].record) for k in sorted(olds.keys() - news.keys())]
+    one_sided += [_one_sided("new", news[k].record) for k in sorted(news.keys() - olds.keys())]
+    return FamilyComparison(family=old.family, old_label=old.label, new_label=new.label,
+                            rows=tuple(rows), one_sided=tuple(one_sided))
+
+
+def row_key(record: LedgerRecord) -> tuple[str, str, str, str]:
+    """What a record measures: (kind, gate or workload, mode or speed config, artifact)."""
+    if record.kind == "gate":
+        return ("gate", record.subject_id, record.mode, record.artifact_id)
+    speculative = record.extra.get("speculative", "none")
+    concurrency = record.extra.get("concurrency", 1)
+    return ("speed", record.subject_id, f"{speculative} c{concurrency} {record.mode}", record.artifact_id)
+
+
+def _latest(side: LedgerSide) -> dict[tuple[str, str, str, str], _Measured]:
+    found: dict[tuple[str, str, str, str], _Measured] = {}
+    # `records` are oldest first, so the newest ok record of a row wins; speed-best records are derived
+    # from the speed points, which are compared themselves.
+    for record in side.records:
+        if record.status == "ok" and record.kind in ("gate", "speed"):
+            found[row_key(record)] = _Measured(record=record, side=side)
+    return found
+
+
+def _one_sided(side: Literal["old", "new"], record: LedgerRecord) -> OneSidedRow:
+    kind, subject, config, artifact = row_key(record)
+    return OneSidedRow(side=side, kind="gate" if kind == "gate" else "speed", subject=subject, config=config,
+                       artifact=artifact, draft=record.draft_artifact_id)
+
+
+def gate_metric(record: LedgerRecord) -> str:
+    """The metric a gate record is judged on: the one it names (`extra.metric`), else its only or first one."""
+    named = record.extra.get("metric")
+    if isinstance(named, str) and named in record.metrics:
+        return named
+    return sorted(record.metrics)[0]
+
+
+def higher_is_better(record: LedgerRecord, metric: str) -> bool:
+    """lm-eval's own direction for the metric when the record carries it; fidelity figures are lower-better."""
+    lm_eval = record.extra.get("lm_eval")
+    if isinstance(lm_eval, dict):
+        directions = lm_eval.get("higher_is_better")
+        if isinstance(directions, dict):
+            for task in directions.values():
+                if isinstance(task, dict) and isinstance(task.get(metric.split(",")[0]), bool):
+                    return bool(task[metric.split(",")[0]])
+    return not any(word in metric for word in _LOWER_IS_BETTER)
+
+
+def _compare(old: _Measured, new: _Measured) -> list[ComparedRow]:
+    changed = tuple(changed_inputs(old.record, new.record))
+    if new.record.kind == "gate":
+        metric = gate_metric(new.record)
+        if metric not in old.record.metrics:
+            return []
+        return [_gate_row(old, new, metric, changed)]
+    rows = []
+    for metric in SPEED_METRICS:
+        if metric in old.record.metrics and metric in new.record.metrics:
+            rows.append(_speed_row(old, new, metric, changed))
+    return rows
+
+
+def sample_scores(measured: _Measured) -> dict[str, float]:
+    from hfrelease.ledger.store import Ledger
+
+    return {s.doc_id: s.score for s in Ledger(measured.side.root).load_samples(measured.record)}
+
+
+def _gate_row(old: _Measured, new: _Measured, metric: str, changed: tuple[ChangedInput, ...]) -> ComparedRow:
+    from hfrelease.evaluation.comparison import paired_comparison
+
+    o, n = old.record, new.record
+    hib = higher_is_better(n, metric)
+    old_scores, new_scores = sample_scores(old), sample_scores(new)
+    low = high = None
+    method: Literal["paired-bootstrap", "unpaired-bootstrap", "none"] = "none"
+    if old_scores and new_scores and o.task_hash == n.task_hash and old_scores.keys() == new_scores.keys():
+        # higher_is_better=True: the interval of NEW - OLD as measured; the direction is read below.
+        paired = paired_comparison(new_scores, old_scores, margin=0.0, higher_is_better=True,
+                                   confidence=CONFIDENCE, resamples=RESAMPLES)
+        low, high, method = paired.ci_low, paired.ci_high, "paired-bootstrap"
+    elif old_scores and new_scores:
+        low, high = unpaired_interval(list(old_scores.values()), list(new_scores.values()), _mean)
+        method = "unpaired-bootstrap"
+    old_value, new_value = o.metrics[metric].value, n.metrics[metric].value
+    return ComparedRow(kind="gate", subject=n.subject_id, config=n.mode, artifact=n.artifact_id,
+                       draft=n.draft_artifact_id, metric=metric, higher_is_better=hib, old=old_value,
+                       new=new_value, delta=new_value - old_value, ci_low=low, ci_high=high, method=method,
+                       n_old=o.n, n_new=n.n, verdict=verdict(low, high, higher_is_better=hib), changed=changed)
+
+
+def repeats(measured: _Measured, metric: str) -> list[float]:
+    """The per-repeat values of a speed metric, from the raw `vllm bench serve` results the record keeps."""
+    from hfrelease.ledger.store import Ledger
+
+    key, scale = SPEED_METRICS[metric]
+    ledger = Ledger(measured.side.root)
+    values: list[float] = []
+    raw = measured.record.extra.get("raw")
+    for name in raw if isinstance(raw, list) else []:
+        if not isinstance(name, str) or not (ledger.root / measured.record.artifact_id / name).is_file():
+            return []  # a repeat missing: no interval rather than one from part of the runs
+        for line in ledger.raw_bytes(measured.record, name).decode().splitlines():
+            if line.strip():
+                value = json.loads(line).get(key)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    values.append(float(value) * scale)
+    return values
+
+
+def _speed_row(old: _Measured, new: _Measured, metric: str, changed: tuple[ChangedInput, ...]) -> ComparedRow:
+    o, n = old.record, new.record
+    old_runs, new_runs = repeats(old, metric), repeats(new, metric)
+    low = high = None
+    if old_runs and new_runs:
+        low, high = unpaired_interval(old_runs, new_runs, statistics.median)
+    old_value, new_value = o.metrics[metric].value, n.metrics[metric].value
+    config = row_key(n)[2]
+    return ComparedRow(kind="speed", subject=n.subject_id, config=config, artifact=n.artifact_id,
+                       draft=n.draft_artifact_id, metric=metric, higher_is_better=True, old=old_value,
+                       new=new_value, delta=new_value - old_value, ci_low=low, ci_high=high,
+                       method="unpaired-bootstrap" if low is not None else "none", n_old=len(old_runs),
+                       n_new=len(new_runs), verdict=verdict(low, high, higher_is_better=True), changed=changed)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def unpaired_interval(
+    old: Sequence[float], new: Sequence[float], statistic: Callable[[Sequence[float]], float], *, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile interval of statistic(NEW) - statistic(OLD), each side resampled on its own."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    a, b = np.asarray(old, dtype=np.float64), np.asarray(new, dtype=np.float64)
+    old_index = rng.integers(0, len(a), size=(RESAMPLES, len(a)))
+    new_index = rng.integers(0, len(b), size=(RESAMPLES, len(b)))
+    if statistic is statistics.median:
+        diffs = np.median(b[new_index], axis=1) - np.median(a[old_index], axis=1)
+    else:
+        diffs = b[new_index].mean(axis=1) - a[old_index].mean(axis=1)
+    alpha = 1.0 - CONFIDENCE
+    low, high = (float(x) for x in np.quantile(diffs, [alpha / 2, 1 - alpha / 2]))
+    return low, high
+
+
+def verdict(low: float | None, high: float | None, *, higher_is_better: bool) -> Verdict:
+    if low is None or high is None:
+        return "no interval"
+    if low > 0:
+        return "better" if higher_is_better else "worse"
+    if high < 0:
+        return "worse" if higher_is_better else "better"
+    return "within noise"
+
+
+def _short(value: object) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def changed_inputs(old: LedgerRecord, new: LedgerRecord) -> list[ChangedInput]:
+    """The inputs that differ between two records of one row, in the words a reader knows."""
+    found: list[ChangedInput] = []
+
+    def add(name: str, a: object, b: object, *, digest: bool = False) -> None:
+        if a != b:
+            show: Callable[[object], str] = (lambda v: "none" if v is None else str(v)[:12]) if digest else _short
+            found.append(ChangedInput(name=name, old=show(a), new=show(b)))
+
+    add("weights", old.artifact_hash, new.artifact_hash, digest=True)
+    add("draft weights", old.draft_hash, new.draft_hash, digest=True)
+    for library in ("vllm", "lm_eval", "transformers", "torch"):
+        add(library.replace("_", "-") + " version", old.versions.get(library), new.versions.get(library))
+    add("serve command", old.serve.display, new.serve.display)
+    add("prompts" if new.kind != "gate" else "task", old.task_hash, new.task_hash, digest=True)
+    for key in sorted(old.generation.keys() | new.generation.keys()):
+        add(f"generation.{key}", old.generation.get(key), new.generation.get(key))
+    add("n", old.n, new.n)
+    add("seed", old.seed, new.seed)
+    if not found and old.input_key != new.input_key:
+        add("other inputs (input key)", old.input_key, new.input_key, digest=True)
+    return found
+
+
+def by_key(rows: Sequence[ComparedRow]) -> Mapping[tuple[str, str, str, str], list[ComparedRow]]:
+    grouped: dict[tuple[str, str, str, str], list[ComparedRow]] = {}
+    for row in rows:
+        grouped.setdefault(row.key, []).append(row)
+    return grouped
