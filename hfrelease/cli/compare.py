@@ -95,4 +95,5 @@ def _print(comparison: FamilyComparison, *, as_json: bool, markdown: bool) -> No
     for side, label in (("old", comparison.old_label), ("new", comparison.new_label)):
         only = [r for r in comparison.one_sided if r.side == side]
         if only:
-            out_console.print(f"only in {escape(label)}: " + ", ".join(escape(f"{what(r)} of {r.artifact}") for r in only))
+            listed = ", ".join(escape(f"{what(r)} of {r.artifact}") for r in only)
+            out_console.print(f"only in {escape(label)}: {listed}")

@@ -100,7 +100,7 @@ class FamilyComparison:
     def for_artifact(self, artifact_id: str) -> FamilyComparison:
         """The rows of one artifact: its own measurements, and those served with it as the draft."""
         def mine(row: ComparedRow | OneSidedRow) -> bool:
-            return row.artifact == artifact_id or row.draft == artifact_id
+            return artifact_id in (row.artifact, row.draft)
 
         return FamilyComparison(family=self.family, old_label=self.old_label, new_label=self.new_label,
                                 rows=tuple(r for r in self.rows if mine(r)),
@@ -171,8 +171,9 @@ def higher_is_better(record: LedgerRecord, metric: str) -> bool:
         directions = lm_eval.get("higher_is_better")
         if isinstance(directions, dict):
             for task in directions.values():
-                if isinstance(task, dict) and isinstance(task.get(metric.split(",")[0]), bool):
-                    return bool(task[metric.split(",")[0]])
+                name = metric.split(",", maxsplit=1)[0]
+                if isinstance(task, dict) and isinstance(task.get(name), bool):
+                    return bool(task[name])
     return not any(word in metric for word in _LOWER_IS_BETTER)
 
 

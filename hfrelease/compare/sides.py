@@ -224,4 +224,5 @@ def _from_hub(tag: str, manifest: Manifest, work: Path, *, endpoint: str | None,
                                  hint="`hfrelease compare` reads a published release tag (the manifest's "
                                       "[publish].tag, e.g. v0.1) from every published repo of the family.") from error
     if not found:
-        raise UsageError(f"{label}: not a ledger (no ledger/ records in the family's repos at {tag})", hint=_LEDGER_HINT)
+        raise UsageError(f"{label}: not a ledger (no ledger/ records in the family's repos at {tag})",
+                         hint=_LEDGER_HINT)
