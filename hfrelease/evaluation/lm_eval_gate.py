@@ -174,7 +174,7 @@ class _Counted:
     observer: _Observer
     max_retries: int
     gate_id: str
-    base_url: str
+    server_url: str  # the server's base URL (lm-eval's own `base_url` is the endpoint's URL: never overwrite it)
 
     def _last_attempt(self, messages: Any) -> bool:
         attempts: dict[int, int] = self.__dict__.setdefault("_attempts", {})
@@ -220,7 +220,7 @@ class _Counted:
         failed = sum(self.observer.failures.values())
         return RequestsFailedError(gate=self.gate_id, failed=failed, total=self.observer.total,
                                    kinds=self.observer.failures, attempts=self.max_retries,
-                                   allowed=self.observer.allowed_failures, base_url=self.base_url,
+                                   allowed=self.observer.allowed_failures, base_url=self.server_url,
                                    sequential=sequential)  # fmt: skip
 
     def checked(self, answers: list[Any]) -> list[Any]:
@@ -447,7 +447,7 @@ def run_lm_eval_gate(
     classes = {"local-chat-completions": chat_cls, "local-completions": completions_cls}
     observer = _Observer(on_progress=on_progress, max_failed_share=gate.max_truncated)
     lm = classes[call.model](**call.model_args)
-    lm.observer, lm.gate_id, lm.base_url = observer, gate.id, call.model_args["base_url"].rsplit("/v1/", 1)[0]
+    lm.observer, lm.gate_id, lm.server_url = observer, gate.id, call.model_args["base_url"].rsplit("/v1/", 1)[0]
     # lm-eval's command line gives the task manager the model arguments as metadata (EvaluatorConfig).
     metadata = dict(call.model_args)
     task_manager = TaskManager(include_path=call.include_path, metadata=metadata)

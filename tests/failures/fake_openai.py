@@ -50,6 +50,9 @@ class FakeOpenAI:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+                if self.path != "/v1/chat/completions":  # as vLLM: a client posting elsewhere gets no answer
+                    self._send(404, {"detail": "Not Found"})
+                    return
                 fake.answer(self, body)
 
             def _send(self, status: int, data: Any) -> None:
