@@ -3,7 +3,8 @@
 Each card becomes `<artifact>/index.html`: its Markdown body rendered with GFM tables, its YAML metadata
 shown in a sidebar beside it the way the Hub's model page shows it (license, library, pipeline, base
 model, tags, evaluation results), its `plots/` copied beside it, and every link to one of the family's
-repos pointed at that repo's page in the preview, so cross-links can be followed offline.
+repos pointed at that repo's page in the preview, so cross-links can be followed offline. The built-in
+Hub shows each model repo's card with the same layout (`hub_page_html`), addressed as the Hub addresses it.
 
 The layout is the Hub's at a 1200 px window: the card column is `CARD_COLUMN_PX` wide (the width the card
 lint's table budget assumes, `hfrelease.cards.lint.MAX_TABLE_WIDTH`), tables in 14 px text, images at
@@ -16,7 +17,7 @@ from __future__ import annotations
 import html
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,24 +84,59 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     return (data if isinstance(data, dict) else {}), text[match.end():]
 
 
-def render_markdown(body: str, *, repo_pages: Mapping[str, str]) -> str:
+def render_markdown(body: str, *, repo_pages: Mapping[str, str] | None = None,
+                    rewrite: Callable[[str], str] | None = None) -> str:
     """The body as HTML: CommonMark with GFM tables and strikethrough, as the Hub renders a card.
 
     Inline HTML is kept (cards use `<details>` and `<br>`, which the Hub renders). A link to one of the
-    family's repos (`https://huggingface.co/<repo>`) is pointed at that repo's preview page.
+    family's repos (`https://huggingface.co/<repo>`, a key of `repo_pages`) is pointed at that repo's
+    preview page; `rewrite`, when given, maps every link and image address instead.
     """
     from markdown_it import MarkdownIt
 
+    def family_page(href: str) -> str:
+        repo = href.removeprefix(HUB_URL).rstrip("/") if href.startswith(HUB_URL) else None
+        return (repo_pages or {}).get(repo or "", href)
+
+    mapping = rewrite or family_page
     md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
     tokens = md.parse(body)
     for token in tokens:
         for child in token.children or ():
-            if child.type == "link_open":
-                href = str(child.attrGet("href") or "")
-                target = repo_pages.get(href.removeprefix(HUB_URL).rstrip("/")) if href.startswith(HUB_URL) else None
-                if target is not None:
-                    child.attrSet("href", target)
+            attribute = {"link_open": "href", "image": "src"}.get(child.type)
+            if attribute is not None:
+                child.attrSet(attribute, mapping(str(child.attrGet(attribute) or "")))
     return str(md.renderer.render(tokens, md.options, {}))
+
+
+def hub_addresses(repo: str, revision: str) -> Callable[[str], str]:
+    """Addresses as a card's page on a Hub has them: repos as pages of this Hub, relative paths as files.
+
+    On the Hub a card's relative link or image (`plots/x.png`) is the repo's file at the shown revision
+    (`/<repo>/resolve/<revision>/plots/x.png`), and a link to `https://huggingface.co/<repo>` is the page
+    this Hub serves for that repo.
+    """
+
+    def rewrite(href: str) -> str:
+        if href.startswith(HUB_URL):
+            return "/" + href.removeprefix(HUB_URL)
+        if not href or href.startswith(("#", "/")) or re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", href):
+            return href
+        return f"/{repo}/resolve/{revision}/{href.removeprefix('./')}"
+
+    return rewrite
+
+
+def hub_page_html(readme: str, *, repo: str, revision: str = "main") -> str:
+    """A repo's model page on the built-in Hub: its README as the Hub shows it, metadata beside it."""
+    metadata, body = split_front_matter(readme)
+    card = PreviewCard(artifact=repo, repo=repo, directory=Path(), metadata=metadata,
+                       body_html=render_markdown(body, rewrite=hub_addresses(repo, revision)))
+    esc = html.escape
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(repo)}</title>'
+            f"<style>{_STYLE}</style></head><body><header>{esc(repo)}</header>"
+            f'<main><article class="card">{card.body_html}</article>'
+            f"<aside>{sidebar_html(card.metadata)}</aside></main></body></html>\n")
 
 
 def read_preview(manifest: Any) -> Preview:

@@ -590,6 +590,17 @@ class Endpoints:
         body = FileBody(self.storage.objects.path(entry.sha256), start, length)
         return Response(status=status, headers=headers, file=body)
 
+    def model_page(self, route: Route, request: Request) -> Response:
+        from hfrelease.preview import hub_page_html
+
+        ref, _, commit = self._commit_at(route, route.args[0])
+        entry = commit.files.get("README.md")
+        if entry is None:
+            raise errors.entry_not_found("README.md", commit=commit.id)
+        readme = self.storage.objects.path(entry.sha256).read_text(encoding="utf-8", errors="replace")
+        body = hub_page_html(readme, repo=ref.repo_id, revision=commit.id).encode()
+        return Response(headers={"Content-Type": "text/html; charset=utf-8", "X-Repo-Commit": commit.id}, body=body)
+
     def xet_token(self, route: Route, request: Request) -> Response:
         # hf_xet only shows the status of this answer; the message is for whoever reads the server log.
         logger.warning("A client tried to use Xet storage, which this server cannot emulate")

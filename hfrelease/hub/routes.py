@@ -21,7 +21,7 @@ ENDPOINTS = (
     "branch-delete", "discussion-list", "discussion-create", "discussion-details", "discussion-merge",
     "discussion-status", "discussion-comment", "collection-list", "collection-create", "collection-get",
     "collection-delete", "collection-item-add", "collection-item-delete", "lfs-batch", "lfs-upload",
-    "lfs-verify", "resolve", "xet-token", "admin-stats", "admin-faults",
+    "lfs-verify", "resolve", "xet-token", "admin-stats", "admin-faults", "model-page",
 )  # fmt: skip
 
 _PLURALS = {f"{t}s": t for t in REPO_TYPES}
@@ -73,6 +73,10 @@ def route(method: str, segments: tuple[str, ...]) -> Route:
         repo = _repo(repo_type, rest[0], rest[1])
         path = unquote("/".join(rest[4:]))
         return _only(method, ("GET", "HEAD"), Route("resolve", "read", repo, (unquote(rest[3]), path)))
+    if len(rest) == 2 and repo_type == "model":
+        # A model's page: its card at main as the Hub shows it (`hfrelease.preview.hub_page_html`).
+        repo = _repo(repo_type, rest[0], rest[1])
+        return _only(method, ("GET", "HEAD"), Route("model-page", "read", repo, ("main",)))
     raise _not_found()
 
 

@@ -8,12 +8,17 @@ HFRELEASE_REQUIRE_CHROMIUM=1 (.ci/run), so there a missing browser fails instead
 from __future__ import annotations
 
 import os
+
+# Xet cannot be emulated by the built-in Hub; huggingface_hub reads this once, at import (tests/hub/conftest.py).
+os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
+
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from huggingface_hub import HfApi
 
 from hfrelease.manifest import load_manifest
 from hfrelease.preview import CARD_COLUMN_PX, VIEWPORT_PX, read_preview, serve_directory, write_preview
@@ -23,6 +28,7 @@ CHROMIUM = Path(os.environ.get("HFRELEASE_CHROMIUM", "/usr/bin/chromium"))
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 REQUIRED = os.environ.get("HFRELEASE_REQUIRE_CHROMIUM") == "1"
+HUB_TOKEN = "hf_previewtest_0123456789abcdef"
 
 _MEASURE = """() => {
   const column = document.querySelector('article.card').getBoundingClientRect();
@@ -64,17 +70,24 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 def inspect_site(context: Any, site: Path, shots: Path) -> list[str]:
     """Every problem a reader would meet in the preview under `site`, one line each."""
+    server = serve_directory(site)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        names = sorted(p.parent.name for p in site.glob("*/index.html"))
+        return inspect_pages(context, base, {name: f"{base}/{name}/index.html" for name in names}, shots)
+    finally:
+        server.shutdown()
+
+
+def inspect_pages(context: Any, base: str, pages: dict[str, str], shots: Path) -> list[str]:
+    """Every problem a reader would meet on these pages (name: URL) served from `base`, one line each."""
     from PIL import Image
 
-    preview_root = site
-    server = serve_directory(preview_root)
-    base = f"http://127.0.0.1:{server.server_address[1]}"
     problems: list[str] = []
+    page = context.new_page()
     try:
-        page = context.new_page()
-        pages = sorted(p.parent.name for p in site.glob("*/index.html"))
-        for name in pages:
-            page.goto(f"{base}/{name}/index.html", wait_until="load")
+        for name, url in pages.items():
+            page.goto(url, wait_until="load")
             found = page.evaluate(_MEASURE)
             if abs(found["width"] - CARD_COLUMN_PX) > 1:
                 problems.append(f"{name}: card column is {found['width']} px, not {CARD_COLUMN_PX}")
@@ -98,16 +111,15 @@ def inspect_site(context: Any, site: Path, shots: Path) -> list[str]:
                     problems.append(f"{name}: link {link['raw']} names no anchor of the page")
             # The screenshot check: the gutter between the card column and the sidebar must stay blank;
             # a table too wide for the column paints its borders and text there.
-            shot = shots / f"{name}.png"
+            shot = shots / f"{name.replace('/', '--')}.png"
             page.screenshot(path=str(shot), full_page=True)
             with Image.open(shot) as image:
                 right = int(found["right"])
                 gutter = image.convert("RGB").crop((right + 2, int(found["top"]), right + 30, image.height))
                 if gutter.getextrema() != ((255, 255), (255, 255), (255, 255)):
                     problems.append(f"{name}: something is drawn right of the card column ({shot})")
-        page.close()
     finally:
-        server.shutdown()
+        page.close()
     return problems
 
 
@@ -137,3 +149,18 @@ def test_planted_defects_are_caught(browser: Any, repo_root: Path, tmp_path: Pat
     assert "plots/missing.png does not load" in problems[1]
     assert "recipe/missing.yaml does not resolve (HTTP 404)" in problems[2]
     assert "drawn right of the card column" in problems[3]
+
+
+def test_cards_published_to_the_built_in_hub_fit_load_and_link(
+        browser: Any, repo_root: Path, tmp_path: Path, isolated_hub_client: None) -> None:
+    """The demo cards on the built-in Hub's model pages: tables fit, plots load, links between repos resolve."""
+    from hfrelease.hub import serve
+
+    loaded = load_manifest(repo_root / "model_cards" / "demo" / "release.toml", check_files=False)
+    with serve(tmp_path / "hub", tokens=[HUB_TOKEN]) as hub:
+        api = HfApi(endpoint=hub.url, token=HUB_TOKEN)
+        for artifact in loaded.artifact:
+            api.create_repo(artifact.repo, exist_ok=True)
+            api.upload_folder(repo_id=artifact.repo, folder_path=loaded.root / artifact.id)
+        pages = {a.repo: f"{hub.url}/{a.repo}" for a in loaded.artifact}
+        assert inspect_pages(browser, hub.url, pages, tmp_path) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from hfrelease.preview import render_markdown, sidebar_html, split_front_matter
+from hfrelease.preview import hub_addresses, render_markdown, sidebar_html, split_front_matter
 from tests.conftest import CliRun
 
 
@@ -62,3 +62,32 @@ def test_preview_of_an_unrendered_family_says_to_render(cli: CliRun, repo_root: 
     code, _, err = cli(["preview", str(family), "--out", str(tmp_path / "site")])
     assert code == 2
     assert "no rendered card for draft" in err and "hfrelease render" in err
+
+
+def test_hub_addresses_follow_the_hub() -> None:
+    """On a Hub page, repo links are that Hub's pages and relative paths the repo's files at the revision."""
+    rewrite = hub_addresses("org/q", "abc123")
+    assert rewrite("https://huggingface.co/org/ref") == "/org/ref"
+    assert rewrite("plots/a.png") == "/org/q/resolve/abc123/plots/a.png"
+    assert rewrite("https://example.org/x") == "https://example.org/x"
+    assert rewrite("#usage") == "#usage"
+
+
+def test_built_in_hub_serves_a_model_page(tmp_path: Path, isolated_hub_client: None) -> None:
+    """`GET /<repo>` on the built-in Hub is the card at main: GFM table, metadata sidebar, files by commit."""
+    import urllib.request
+
+    from huggingface_hub import HfApi
+
+    from hfrelease.hub import serve
+
+    token = "hf_previewtest_0123456789abcdef"
+    card = "---\nlicense: mit\n---\n# Q\n\n| a | b |\n| --- | --- |\n| 1 | 2 |\n\n![p](plots/a.png) [r](https://huggingface.co/org/ref)\n"
+    with serve(tmp_path / "hub", tokens=[token]) as hub:
+        api = HfApi(endpoint=hub.url, token=token)
+        api.create_repo("org/q")
+        commit = api.upload_file(path_or_fileobj=card.encode(), path_in_repo="README.md", repo_id="org/q")
+        with urllib.request.urlopen(f"{hub.url}/org/q") as response:  # noqa: S310 - the local Hub
+            page = response.read().decode()
+    assert "<table>" in page and "<dd>mit</dd>" in page
+    assert f'src="/org/q/resolve/{commit.oid}/plots/a.png"' in page and 'href="/org/ref"' in page
