@@ -98,7 +98,9 @@ def parse_prompt_logprobs(response: Mapping[str, Any]) -> list[PositionLogprobs 
 
 def position_kl(reference: PositionLogprobs, artifact: PositionLogprobs) -> float:
     """KL(reference || artifact) on the shared reported support plus one "rest" bucket (module docstring)."""
-    shared = reference.entries.keys() & artifact.entries.keys()
+    # Sorted: a set's order depends on how it was built (the response's key order), and the sum's rounding
+    # on the order, so figures recomputed from the raw file must add the terms in the same order.
+    shared = sorted(reference.entries.keys() & artifact.entries.keys())
     kl = 0.0
     p_mass = q_mass = 0.0
     for token in shared:

@@ -367,3 +367,16 @@ def test_ledger_merge_copies_the_raw_responses(family: Manifest, fake_vllm: Fake
     assert merged.raw_bytes(record, name) == ledger.raw_bytes(record, name)
     (ledger.root / "fp8" / name).write_bytes(b"{}\n")
     assert Ledger(tmp_path / "again").merge([ledger.root]).skipped_invalid
+
+
+def test_position_kl_does_not_depend_on_the_order_tokens_arrive_in() -> None:
+    """The same logprobs in another key order (a live response vs the sorted raw file) give the same bits."""
+    rng = np.random.default_rng(3)
+    values = {int(t): (float(v), r + 1) for r, (t, v) in enumerate(zip(rng.permutation(200)[:20],
+                                                                        np.sort(rng.normal(-3, 2, 20))[::-1],
+                                                                        strict=True))}
+    other = {t: (lp - 0.01 * (t % 7), rank) for t, (lp, rank) in values.items()}
+    forward = position_kl(PositionLogprobs(entries=values), PositionLogprobs(entries=other))
+    backward = position_kl(PositionLogprobs(entries=dict(reversed(values.items()))),
+                           PositionLogprobs(entries=dict(sorted(other.items()))))
+    assert forward == backward
