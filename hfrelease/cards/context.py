@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hfrelease.cards import citation
+from hfrelease.cards.changes import changes_context
 from hfrelease.cards.errors import CardError
 from hfrelease.cards.fidelity import accuracy_gates, fidelity_context
 from hfrelease.cards.inputs import FAMILY, SECTION_NAMES, CardInputs
@@ -43,6 +44,7 @@ def build_context(
         "headline": view.headline(artifact),
         "quality": view.quality(artifact),
         "fidelity": fidelity_context(manifest, measured, numbers, artifact, shown=view.shown),
+        "changes": changes_context(inputs.changes, numbers, artifact),
         "matrix": view.matrix(artifact),
         "speed": view.speed(artifact),
         "load": view.load(artifact),

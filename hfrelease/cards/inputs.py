@@ -10,11 +10,15 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from hfrelease.cards.errors import CardError
 from hfrelease.ledger.record import LedgerRecord, Sample
 from hfrelease.ledger.store import Ledger, record_name
 from hfrelease.manifest import Manifest
+
+if TYPE_CHECKING:
+    from hfrelease.compare.rows import FamilyComparison
 
 # The hand-written slots a card has, and where the templates put them. A file with any other name in
 # sections/ is a mistake (a typo would silently drop prose from the card), so it is refused.
@@ -56,6 +60,7 @@ class CardInputs:
     records: tuple[RecordEntry, ...]
     sections: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # FAMILY or artifact id -> slot -> text
     files: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # artifact id -> file name -> text
+    changes: FamilyComparison | None = None  # `render --since TAG`: the "Changes since" section's rows
 
 
 def entry_for(record: LedgerRecord, scores: Mapping[str, float] | None = None,

@@ -31,6 +31,7 @@ from huggingface_hub import ModelCard
 from hfrelease.cards.errors import CardLintError
 from hfrelease.cards.frontmatter import REQUIRED_KEYS
 from hfrelease.cards.inputs import CardInputs
+from hfrelease.ledger.store import record_name
 from hfrelease.manifest import Manifest
 
 MEASURED = re.compile(r"<!-- measured:begin -->\n(.*?)<!-- measured:end -->", re.S)
@@ -78,6 +79,10 @@ def lint_cards(manifest: Manifest, cards: Iterable[CardText], *, inputs: CardInp
     problems: list[str] = []
     expected = _expected_numbers(inputs) if inputs is not None else None
     records = {e.name: e.record.started_at[:10] for e in inputs.records} if inputs is not None else None
+    if records is not None and inputs is not None and inputs.changes is not None:
+        # "Changes since" cites the older release's records as `<since>:<record>` (hfrelease.cards.changes).
+        records |= {f"{inputs.changes.old_label}:{record_name(r.old_record, r.old_record.to_json())}":
+                    r.old_record.started_at[:10] for r in inputs.changes.rows}
     seen: dict[str, tuple[str, str]] = {}  # number id -> (value, card)
     repos = {a.repo for a in manifest.artifact} | {manifest.family.base_model}
     for card in cards:

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 @click.argument("manifests", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--cards", is_flag=True, help="Also lint the rendered model cards against the ledger.")
+@click.option("--since", help="With --cards: the cards were rendered with `render --since SINCE`; their "
+              "'Changes since' numbers are re-derived from that comparison.")
 @click.option("--max-age-days", type=click.IntRange(min=0), help="With --cards: fail when a card's numbers are older.")
 @click.option("--offline", is_flag=True, help="Preflight without asking the Hub (revisions, release tags, Hub chat "
               "templates are not checked).")
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
               help="Only validate the manifest: skip the preflight (lm-eval tasks and metrics, chat templates, "
                    "plugins, Hub revisions and tags, workflow install lines).")
 def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days: int | None, offline: bool = False,
-          no_preflight: bool = False) -> None:
+          no_preflight: bool = False, since: str | None = None) -> None:
     """Validate family manifests (release.toml files or their directories), then preflight them.
 
     With no argument: ./release.toml, or else every model_cards/*/release.toml below the current directory.
@@ -86,7 +88,7 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
                 for note in report.notes:
                     err_console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
         if cards:
-            summary["cards"] = _lint_cards(manifest, max_age_days=max_age_days)
+            summary["cards"] = _lint_cards(manifest, max_age_days=max_age_days, since=since)
             if summary["cards"]["problems"]:
                 ok = False
                 if not as_json:
@@ -134,7 +136,7 @@ def _serve_arg_problems(manifest: Manifest, *, source: str, quiet: bool) -> list
     return list(problems or ())
 
 
-def _lint_cards(manifest: Manifest, *, max_age_days: int | None) -> dict[str, Any]:
+def _lint_cards(manifest: Manifest, *, max_age_days: int | None, since: str | None = None) -> dict[str, Any]:
     from datetime import UTC, datetime
 
     from hfrelease.cards import lint_cards, read_cards, read_inputs
@@ -145,6 +147,13 @@ def _lint_cards(manifest: Manifest, *, max_age_days: int | None) -> dict[str, An
         inputs = read_inputs(manifest)
     except HfreleaseError as exc:
         return {"checked": len(cards), "problems": [*problems, f"ledger unreadable: {exc.message}"]}
+    if since is not None:
+        import dataclasses
+
+        from hfrelease.cli.compare import read_comparison
+
+        comparison = read_comparison(since, str(manifest.root / "results"), manifest, hub=None, hub_root=None)
+        inputs = dataclasses.replace(inputs, changes=comparison)
     problems += lint_cards(manifest, cards, inputs=inputs, today=datetime.now(UTC).date(), max_age_days=max_age_days)
     return {"checked": len(cards), "problems": problems}
 

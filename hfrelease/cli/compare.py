@@ -46,7 +46,6 @@ def compare(
     readable ledger (unknown tag, unreadable ref, not a ledger, two families), 6 for a damaged record,
     7 when the Hub fails.
     """
-    from hfrelease.compare import compare_family
     from hfrelease.manifest import find_manifest, load_manifest
 
     if as_json and markdown:
@@ -54,19 +53,26 @@ def compare(
     manifest: Manifest | None = None
     if manifest_path is not None or _needs_manifest(old) or _needs_manifest(new):
         manifest = load_manifest(find_manifest(manifest_path or Path()), check_files=False)
+    _print(read_comparison(old, new, manifest, hub=hub, hub_root=hub_root), as_json=as_json, markdown=markdown)
+
+
+def read_comparison(
+    old: str, new: str, manifest: Manifest | None, *, hub: str | None, hub_root: Path | None
+) -> FamilyComparison:
+    """`compare_family`, with the Hub opened (the built-in one for `local`) when a side is a release tag."""
+    from hfrelease.compare import compare_family
+
     tags = [s for s in (old, new) if not s.startswith("git:") and (s.startswith("hub:") or not Path(s).is_dir())]
     if manifest is None or not tags:
-        comparison = compare_family(old, new, manifest=manifest)
-    else:
-        from hfrelease.cli.output import err_console
-        from hfrelease.publish import open_hub, resolve_token
+        return compare_family(old, new, manifest=manifest)
+    from hfrelease.cli.output import err_console
+    from hfrelease.publish import open_hub, resolve_token
 
-        endpoint = hub or os.environ.get("HF_ENDPOINT") or manifest.publish.endpoint
-        with open_hub(endpoint, family_root=manifest.root, hub_root=hub_root, announce=err_console.print) as target:
-            token = target.token or resolve_token()
-            comparison = compare_family(old, new, manifest=manifest, endpoint=target.endpoint,
-                                        token=token.value if token else None)
-    _print(comparison, as_json=as_json, markdown=markdown)
+    endpoint = hub or os.environ.get("HF_ENDPOINT") or manifest.publish.endpoint
+    with open_hub(endpoint, family_root=manifest.root, hub_root=hub_root, announce=err_console.print) as target:
+        token = target.token or resolve_token()
+        return compare_family(old, new, manifest=manifest, endpoint=target.endpoint,
+                              token=token.value if token else None)
 
 
 def _print(comparison: FamilyComparison, *, as_json: bool, markdown: bool) -> None:

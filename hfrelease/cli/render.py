@@ -13,7 +13,14 @@ import click
 @click.option("--diff", is_flag=True, help="Show what changed against the last render, and write nothing.")
 @click.option("--no-plots", is_flag=True, help="Skip the plots (faster; plot files on disk are left as they are).")
 @click.option("--json", "as_json", is_flag=True, help="Print the changed files as JSON on stdout.")
-def render(manifest: Path, artifacts: tuple[str, ...], diff: bool, no_plots: bool, as_json: bool) -> None:
+@click.option("--since", help="Add 'Changes since SINCE' to each card: the ledger compared with this release tag "
+                              "(or git:REF, or a ledger directory), as `hfrelease compare` does.")
+@click.option("--hub", help="Hub endpoint for --since, or `local` (default: HF_ENDPOINT, else [publish].endpoint).")
+@click.option("--hub-root", type=click.Path(path_type=Path), help="State directory of the local Hub.")
+def render(
+    manifest: Path, artifacts: tuple[str, ...], diff: bool, no_plots: bool, as_json: bool, since: str | None,
+    hub: str | None, hub_root: Path | None,
+) -> None:  # fmt: skip
     """Render model cards, citations and plots from the ledger into model_cards/<family>/<artifact>/.
 
     Every number comes from a ledger record; a gate the manifest promises but the ledger lacks stops
@@ -29,7 +36,15 @@ def render(manifest: Path, artifacts: tuple[str, ...], diff: bool, no_plots: boo
     if unknown:
         raise click.BadParameter(f"not artifacts of {loaded.family.name}: {', '.join(unknown)}",
                                  param_hint="--artifact")
-    rendered = render_family(read_inputs(loaded), plots=not no_plots, artifacts=list(artifacts) or None)
+    inputs = read_inputs(loaded)
+    if since is not None:
+        import dataclasses
+
+        from hfrelease.cli.compare import read_comparison
+
+        comparison = read_comparison(since, str(loaded.root / "results"), loaded, hub=hub, hub_root=hub_root)
+        inputs = dataclasses.replace(inputs, changes=comparison)
+    rendered = render_family(inputs, plots=not no_plots, artifacts=list(artifacts) or None)
     changes = plan_changes(rendered, loaded.root)
     if no_plots:
         changes = [c for c in changes if c.path.parent.name != "plots"]

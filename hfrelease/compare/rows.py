@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from hfrelease.compare.sides import LedgerSide
@@ -71,6 +71,9 @@ class ComparedRow:
     n_new: int
     verdict: Verdict
     changed: tuple[ChangedInput, ...]
+    # The two records compared: a card registers each number it prints with the record it comes from.
+    old_record: LedgerRecord = field(repr=False, compare=False)
+    new_record: LedgerRecord = field(repr=False, compare=False)
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -217,7 +220,8 @@ def _gate_row(old: _Measured, new: _Measured, metric: str, changed: tuple[Change
     return ComparedRow(kind="gate", subject=n.subject_id, config=n.mode, artifact=n.artifact_id,
                        draft=n.draft_artifact_id, metric=metric, higher_is_better=hib, old=old_value,
                        new=new_value, delta=new_value - old_value, ci_low=low, ci_high=high, method=method,
-                       n_old=o.n, n_new=n.n, verdict=verdict(low, high, higher_is_better=hib), changed=changed)
+                       n_old=o.n, n_new=n.n, verdict=verdict(low, high, higher_is_better=hib), changed=changed,
+                       old_record=o, new_record=n)
 
 
 def repeats(measured: _Measured, metric: str) -> list[float]:
@@ -251,7 +255,8 @@ def _speed_row(old: _Measured, new: _Measured, metric: str, changed: tuple[Chang
                        draft=n.draft_artifact_id, metric=metric, higher_is_better=True, old=old_value,
                        new=new_value, delta=new_value - old_value, ci_low=low, ci_high=high,
                        method="unpaired-bootstrap" if low is not None else "none", n_old=len(old_runs),
-                       n_new=len(new_runs), verdict=verdict(low, high, higher_is_better=True), changed=changed)
+                       n_new=len(new_runs), verdict=verdict(low, high, higher_is_better=True), changed=changed,
+                       old_record=o, new_record=n)
 
 
 def _mean(values: Sequence[float]) -> float:

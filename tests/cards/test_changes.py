@@ -1,0 +1,35 @@
+"""`render --since`: each card's "Changes since" section, its numbers traced by the lint."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from card_fixtures import LEDGER_DEMO
+
+from hfrelease.cards import CardInputs, lint_cards, render_family
+from hfrelease.cards.lint import CardText
+from hfrelease.compare import compare_family
+from hfrelease.compare.report import format_value
+
+
+def test_draft_card_shows_the_previous_head_and_lints_clean(demo_inputs: CardInputs, tmp_path: Path) -> None:
+    """The draft's section holds only rows served with it, its numbers from the two ledgers, and lints clean."""
+    comparison = compare_family(str(LEDGER_DEMO), str(LEDGER_DEMO), manifest=None)
+    inputs = dataclasses.replace(demo_inputs, changes=dataclasses.replace(comparison, old_label="v0.1"))
+    rendered = render_family(inputs, plots=False)
+    draft = rendered.card("draft").readme
+    section = draft.split("## Changes since v0.1", 1)[1].split("\n## ", 1)[0]
+    assert "the previous head, the draft released in v0.1" in section
+    rows = comparison.for_artifact("draft").rows
+    assert rows and all(r.draft == "draft" for r in rows)
+    for row in rows:
+        assert f"| {format_value(row, row.old)} | {format_value(row, row.new)} |" in section
+    assert "eagle3-untrained" not in section
+    assert "## Changes since v0.1" in rendered.card("fp8-dynamic").readme
+    cards = [CardText(artifact_id=c.artifact_id, path=tmp_path / c.artifact_id / "README.md", text=c.readme)
+             for c in rendered.cards]
+    problems = lint_cards(inputs.manifest, cards, inputs=inputs)
+    assert not [p for p in problems if "Changes" in p or "changes." in p or "v0.1:" in p], problems
+    without = lint_cards(inputs.manifest, cards, inputs=demo_inputs)
+    assert any("is not derived from the current ledger" in p for p in without)
