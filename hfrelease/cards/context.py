@@ -402,7 +402,9 @@ class _View:
         assert median is not None
         spread = self._spread(p, "output_throughput")
         if self._repeats(p) == 1:
-            return Markdown(f"{median} (1 run)")
+            # The count is a number in a measured block too: the lint holds every such number to a record.
+            runs = self.numbers.add(f"{self._point_id(p)}.repeats", f"repeats, {self._point_label(p)}", "1", [p.entry])
+            return Markdown(f"{median} ({runs} run)")
         if spread is None:
             return Markdown(f"{median} (spread not recorded)")
         low = self.numbers.add(f"{self._point_id(p)}.output_throughput.min",

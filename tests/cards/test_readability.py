@@ -206,3 +206,14 @@ def test_no_best_without_a_baseline(demo_inputs: CardInputs) -> None:
     assert "no best config (nothing measured without speculation to compare with)" in section
     assert "| best |" not in section
     assert "Long-document copy:" not in readme.split("<!-- measured:end -->")[0]
+
+
+def test_a_single_run_passes_the_lint(demo_inputs: CardInputs, tmp_path: Path) -> None:
+    """A speed point measured once says "(1 run)", and that count traces to its record like every number."""
+    inputs = _edit_record(demo_inputs, "speed-longdoc-16007c357e19", {"extra": {"repeats": 1}})
+    rendered = render_family(inputs)
+    readme = rendered.card("reference").readme
+    assert "(1 run)" in readme.split("### Long-document copy")[1]
+    apply_changes(plan_changes(rendered, tmp_path))
+    cards, problems = read_cards(inputs.manifest, tmp_path)
+    assert problems == [] and lint_cards(inputs.manifest, cards, inputs=inputs) == []
