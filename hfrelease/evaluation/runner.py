@@ -457,9 +457,17 @@ def _record(
             f"and {run.empty - run.failed} empty, over the limit of {gate.max_truncated:.0%}: see the server's log"
         )
     elif bad / run.n > gate.max_truncated:
+        # An empty answer the server ended itself (finish reason not "length": null or blank content, e.g. a
+        # reasoning parser that took the whole answer as reasoning) is not a budget problem: more tokens
+        # would not help, so it is not advised.
+        unbudgeted = sum(1 for s in run.samples if s.get("empty") and not s.get("truncated")) - run.failed
+        advice = [f"raise max_tokens for gate {gate.id!r}"] if run.truncated else []
+        if unbudgeted > 0:
+            advice.append(f"{unbudgeted} empty answer(s) were ended by the server, not the budget (null or blank "
+                          "message content): check the reasoning parser and the chat template's thinking switch")
         void_reason = (
             f"{run.truncated} of {run.n} answers were cut off by the {gate.max_tokens}-token budget and "
-            f"{run.empty} were empty (limit {gate.max_truncated:.0%}): raise max_tokens for gate {gate.id!r}"
+            f"{run.empty} were empty (limit {gate.max_truncated:.0%}): {'; '.join(advice)}"
         )
     argv = list(command.argv) if command else ["(attached)", base_url]
     env = redact_env(dict(command.env)) if command else {}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-Mode = Literal["right", "wrong", "error500", "engine-dead"]
+Mode = Literal["right", "wrong", "error500", "engine-dead", "null-content", "cut-off"]
 ENGINE_DEAD = "EngineCore encountered an issue. See stack trace (above) for the root cause."  # vLLM's words
 
 
@@ -88,10 +88,13 @@ class FakeOpenAI:
             self.answered += 1
         numbers = [int(n) for n in re.findall(r"\d+", question)]
         right = str(numbers[-2] + numbers[-1]) if len(numbers) >= 2 else "0"
-        content = right if self.mode == "right" else "x"
+        # null-content: the server ends the answer itself with no message content (as when a reasoning parser
+        # takes the whole answer as reasoning); cut-off: the budget ends it before any content.
+        content = {"right": right, "null-content": None, "cut-off": ""}.get(self.mode, "x")
+        finish = "length" if self.mode == "cut-off" else "stop"
         handler._send(200, {
             "id": "chatcmpl-fake", "object": "chat.completion", "model": self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
             "usage": {"prompt_tokens": 8, "completion_tokens": 1, "total_tokens": 9},
         })  # fmt: skip
 

@@ -132,3 +132,20 @@ def test_sequential_requests_stop_at_the_first_failure(
     assert "1 of 20 requests failed after 3 attempts each (HTTP 500" in report["error"]["message"]
     assert "one at a time" in report["error"]["message"]
     assert server.requests == 3 and err.count("error:") == 1
+
+
+@pytest.mark.parametrize(("mode", "advice", "not_advice"), [
+    ("null-content", "ended by the server, not the budget", "raise max_tokens"),
+    ("cut-off", "raise max_tokens", "ended by the server"),
+])
+def test_empty_answers_are_void_with_the_advice_that_fits(
+    cli: CliRun, gate_family: Path, fake_server: type[FakeOpenAI], tmp_path: Path, mode: Mode, advice: str,
+    not_advice: str,
+) -> None:
+    """Empty answers void the gate (exit 6); "raise max_tokens" only for answers the budget cut off, never for
+    null contents the server ended itself."""
+    server = fake_server(FP8, mode=mode).start()
+    code, report, _ = eval_attached(cli, gate_family, server, tmp_path / "run")
+    assert code == ExitCode.MEASUREMENT_FAILED
+    reason = report["rows"][0]["reason"]
+    assert advice in reason and not_advice not in reason, reason
