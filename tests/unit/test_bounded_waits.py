@@ -305,3 +305,27 @@ def test_stall_watch_rings_only_when_nothing_moves(done_total: tuple[int, int], 
     assert (alarm.reason is not None) == rings
     if rings:
         assert isinstance(alarm.reason, ServerError) and "stopped answering" in alarm.reason.message
+
+
+def test_an_alarm_interrupts_whatever_sigint_handler_was_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGINT handler some library left behind cannot swallow the alarm: armed, the interrupt lands as
+    KeyboardInterrupt, and the handler is put back when disarmed."""
+    import signal
+
+    from hfrelease.errors import ServerError
+    from hfrelease.serving.alarm import Alarm
+
+    def left_behind(*_: object) -> None:
+        return None
+
+    previous = signal.signal(signal.SIGINT, left_behind)
+    try:
+        alarm = Alarm()
+        alarm.arm()
+        with pytest.raises(KeyboardInterrupt):
+            alarm.ring(ServerError("stalled"))
+            time.sleep(5)  # the interrupt lands at the next bytecode boundary
+        alarm.disarm()
+        assert signal.getsignal(signal.SIGINT) is left_behind
+    finally:
+        signal.signal(signal.SIGINT, previous)
