@@ -860,7 +860,8 @@ def _bunched(p: SpeedPoint, name: str) -> bool:
     pair = spread.get(name) if isinstance(spread, dict) else None
     lowest = min([p.metrics[name]] + ([float(v) for v in pair if isinstance(v, int | float)]
                                       if isinstance(pair, list) else []))
-    return lowest < 0.1 * tpot if tpot else lowest < 0.005
+    # Below 0.005 ms it would print as 0.00 whatever TPOT says (the lint refuses a 0.00 ITL): never a number.
+    return lowest < 0.005 or (tpot is not None and tpot > 0 and lowest < 0.1 * tpot)
 
 
 def _sections(inputs: CardInputs, artifact: Artifact) -> dict[str, Markdown]:
