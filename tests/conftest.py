@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +93,19 @@ def cli(capsys: pytest.CaptureFixture[str]) -> CliRun:
         return (code if isinstance(code, int) else 1), captured.out, captured.err
 
     return run
+
+
+@pytest.fixture
+def lm_eval_logging() -> Iterator[None]:
+    """The gate runner routes lm-eval's (and asyncio's) loggers to its run directory: put them back afterwards."""
+    import logging
+
+    names = ("lm_eval", "lm-eval", "lm_eval.evaluator", "httpx", "asyncio")
+    saved = {name: (list(logging.getLogger(name).handlers), logging.getLogger(name).propagate) for name in names}
+    yield
+    for name, (handlers, propagate) in saved.items():
+        logger = logging.getLogger(name)
+        for handler in logger.handlers:
+            if handler not in handlers:
+                handler.close()
+        logger.handlers, logger.propagate = handlers, propagate

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,14 +91,5 @@ def fake_server() -> Iterator[type[FakeOpenAI]]:
 
 
 @pytest.fixture(autouse=True)
-def _lm_eval_logging() -> Iterator[None]:
-    """The gate runner routes lm-eval's (and asyncio's) loggers to its run directory: put them back afterwards."""
-    names = ("lm_eval", "lm-eval", "lm_eval.evaluator", "httpx", "asyncio")
-    saved = {name: (list(logging.getLogger(name).handlers), logging.getLogger(name).propagate) for name in names}
-    yield
-    for name, (handlers, propagate) in saved.items():
-        logger = logging.getLogger(name)
-        for handler in logger.handlers:
-            if handler not in handlers:
-                handler.close()
-        logger.handlers, logger.propagate = handlers, propagate
+def _lm_eval_logging(lm_eval_logging: None) -> None:
+    """Every failure test runs a gate: lm-eval's loggers are put back after each (tests/conftest.py)."""

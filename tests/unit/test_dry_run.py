@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import inspect
 import json
-import logging
 import shlex
 import sys
 import tomllib
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -74,20 +72,6 @@ def family(weighted_family: Path) -> Path:
     ]
     path.write_text(tomli_w.dumps(data))
     return fixture_family
-
-
-@pytest.fixture
-def lm_eval_logging() -> Iterator[None]:
-    """The gate runner routes lm-eval's loggers to its run directory: put them back afterwards."""
-    names = ("lm_eval", "lm-eval", "lm_eval.evaluator", "httpx")
-    saved = {name: (list(logging.getLogger(name).handlers), logging.getLogger(name).propagate) for name in names}
-    yield
-    for name, (handlers, propagate) in saved.items():
-        logger = logging.getLogger(name)
-        for handler in logger.handlers:
-            if handler not in handlers:
-                handler.close()
-        logger.handlers, logger.propagate = handlers, propagate
 
 
 def _lm_eval_cli(line: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, dict[str, Any]]:
