@@ -42,9 +42,9 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
     from rich.markup import escape
 
     from hfrelease.check import default_manifests, summarize
-    from hfrelease.cli.eval import cache_dir
     from hfrelease.cli.output import err_console, print_error, print_json
     from hfrelease.preflight import run_preflight
+    from hfrelease.stages.runner import cache_dir
 
     paths = list(manifests) or default_manifests(Path.cwd())
     if not paths:

@@ -1,13 +1,13 @@
-"""`hfrelease eval`: parse options, show the plan or a live view, print the gate table, exit by verdict."""
+"""`hfrelease eval`: parse options, call the eval stage (`hfrelease.stages.eval`) under a live view, print
+its report, exit by it."""
 
 from __future__ import annotations
 
-import datetime as dt
+import contextlib
 import os
-import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -15,23 +15,13 @@ import click
 from hfrelease.cli.json_error import json_on_error
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
-
     from rich.console import RenderableType
 
-    from hfrelease.evaluation.plan import EvalPlan, ServerJob
-    from hfrelease.evaluation.runner import AfterGates, EvalReport
-    from hfrelease.ledger.hashing import HashCache
-    from hfrelease.ledger.store import Ledger
-    from hfrelease.manifest import Manifest
-    from hfrelease.serving.command import ServeCommand
-    from hfrelease.serving.process import VllmServer
+    from hfrelease.evaluation.plan import EvalPlan
+    from hfrelease.evaluation.runner import EvalReport
     from hfrelease.speed.plan import SpeedPlan
-    from hfrelease.speed.runner import SpeedReport, SpeedSession
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("HFRELEASE_CACHE") or Path.home() / ".cache" / "hfrelease")
+    from hfrelease.speed.runner import SpeedReport
+    from hfrelease.stages.eval import EvalPlanReport
 
 
 @click.command("eval")
@@ -67,148 +57,103 @@ def eval_(
     with its target on the workloads that name it (and the target without speculation beside it), then
     judges its draft gates.
     """
-    from hfrelease.evaluation.plan import plan_eval
-    from hfrelease.ledger.hashing import HashCache
-    from hfrelease.ledger.store import Ledger
-    from hfrelease.manifest import find_manifest, load_manifest
+    from hfrelease.cli.output import print_json
+    from hfrelease.stages.eval import EvalSettings, plan_eval_stage, run_eval_stage
+    from hfrelease.stages.runner import exit_status
 
-    speed = speed or speed_only
-    loaded = load_manifest(manifest)
-    if endpoint is None:  # the serve guard, in dry runs too: vLLM's parser reads the manifest's args
-        from hfrelease.serving.guard import require_safe_manifest
-
-        require_safe_manifest(loaded, source=str(find_manifest(manifest)))
-    # A draft's job (the release matrix runs `eval --artifact DRAFT` like any other entry): its speed
-    # anchors are its gates, so it runs them without --speed; other artifacts named beside it run their gates.
-    drafts = () if speed else tuple(a for a in artifacts if a in {d.id for d in loaded.artifact if d.kind == "draft"})
-    if drafts:
-        speed = True
-        speed_only = len(drafts) == len(artifacts)
-        artifacts = tuple(a for a in artifacts if a not in drafts) or drafts
-        gates = () if speed_only else gates
-    _check_speed_options(speed=speed, speed_only=speed_only, workloads=workloads, gates=gates, endpoint=endpoint)
-    if endpoint is not None and len(artifacts) != 1:
-        raise click.UsageError("--endpoint attaches to one server: name its artifact with --artifact ID")
-    ledger = Ledger(loaded.root / "results")
-    cache = HashCache(cache_dir() / "hashes.json")
-    if speed_only:
-        _eval_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads, force=force,
-                    dry_run=dry_run, run_dir=run_dir, as_json=as_json, drafts=drafts)
-        return
-    plan = plan_eval(loaded, ledger=ledger, hash_cache=cache, artifacts=artifacts, gates=gates, force=force,
-                     download=not dry_run)
-    cache.save()
+    settings = EvalSettings(manifest=manifest, artifacts=artifacts, gates=gates, workloads=workloads,
+                            endpoint=endpoint, force=force, speed=speed, speed_only=speed_only, run_dir=run_dir)
     if dry_run:
-        if speed:
-            _print_with_speed(lambda: _print_plan(plan, as_json=as_json), loaded, ledger=ledger, cache=cache,
-                              artifacts=artifacts, workloads=workloads, force=force, as_json=as_json,
-                              gate_servers={job.artifact.id for job in plan.servers if job.pending}, drafts=drafts)
-            return
-        _print_plan(plan, as_json=as_json)
+        plan = plan_eval_stage(settings)
+        if as_json:
+            print_json(plan.as_dict())
+        else:
+            _print_plan(plan)
         return
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    directory = run_dir or Path("runs") / f"{loaded.family.name}-{stamp}"
-    session = None
-    if speed:
-        # Planned before the gates run, so each gate server can also serve its artifact's no-speculation
-        # speed points (the same `vllm serve` command) before it stops: one start per artifact, not two.
-        from hfrelease.speed.runner import SpeedSession
-
-        speed_plan = _plan_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads,
-                                 force=force, dry_run=False, drafts=drafts)
-        session = SpeedSession(speed_plan, ledger=ledger, run_dir=directory)
-    report = _run_live(plan, ledger=ledger, run_dir=directory, cache=cache, endpoint=endpoint, as_json=as_json,
-                       speed=session, force=force)
-    cache.save()
-    if session is not None:
-        code = _run_with_speed(lambda: _print_report(report, as_json=as_json, hash_bytes_read=cache.bytes_read),
-                               report.exit_code, session, as_json=as_json)
-        click.get_current_context().exit(int(code))
-    _print_report(report, as_json=as_json, hash_bytes_read=cache.bytes_read)
-    click.get_current_context().exit(int(report.exit_code))
-
-
-def _print_plan(plan: EvalPlan, *, as_json: bool) -> None:
-    from hfrelease.cli.output import out_console, print_json
-    from hfrelease.evaluation.plan import describe_gate, model_files, serve_command
-
-    servers: list[dict[str, Any]] = []
-    for job in plan.servers:
-        # The runner's own command builders, with placeholders for what only exists at run time.
-        command = serve_command(plan.manifest, job, port=0)
-        argv = _port_placeholder(command.argv)
-        base = "http://127.0.0.1:<port>"
-        files = model_files(job.artifact, job.model_dir)
-        servers.append({
-            "artifact": job.artifact.id,
-            "serve": _display_with_port(command),
-            "argv": argv,
-            "plugin": command.plugin,
-            "unknown": job.unknown,
-            "gates": [
-                {"gate": g.gate.id, "cached": not g.pending, "input_key": g.input_key or None,
-                 "command": describe_gate(plan.manifest, g, base_url=base, model=job.artifact.repo, files=files)}
-                for g in job.gates
-            ],
-        })
+    report = run_eval_stage(settings, views=_LiveViews())
     if as_json:
-        print_json({"family": plan.manifest.family.name, "pending": plan.pending, "servers": servers})
-        return
-    for server in servers:
+        print_json(report.as_dict())
+    else:
+        if report.gates is not None:
+            _print_gates(report.gates)
+        if report.speed is not None:
+            _print_speed_report(report.speed)
+    click.get_current_context().exit(exit_status(report))
+
+
+# -- the plan (`--dry-run`) -----------------------------------------------------------------------------------
+
+def _print_plan(report: EvalPlanReport) -> None:
+    from rich.markup import escape
+
+    from hfrelease.cli.output import out_console
+
+    data = report.as_dict()
+    for server in data.get("servers", ()):
         pending = [g for g in server["gates"] if not g["cached"]]
         out_console.print(f"[bold]{server['artifact']}[/] — {len(pending)} of {len(server['gates'])} gates to run")
-        if server["unknown"]:
-            _print_unknown(server["unknown"])
-        if server["plugin"]:
-            out_console.print(f"  pip install --no-deps --no-build-isolation {server['plugin']}", soft_wrap=True,
-                              markup=False)
-        out_console.print(f"  {server['serve']}" if pending else "  (no server: every gate is recorded)",
-                          soft_wrap=True, markup=False)
+        _print_server(server, pending=bool(pending), what="gate")
         for gate in server["gates"]:
             mark = "recorded" if gate["cached"] else "run"
             out_console.print(f"    [{mark}] {gate['gate']}: {gate['command']}", soft_wrap=True, markup=False)
+    for server in data.get("speed", {}).get("servers", ()):
+        pending = [p for p in server["points"] if not p["cached"]]
+        out_console.print(f"[bold]speed: {server['artifact']} {escape('[' + server['speculative'] + ']')}[/] — "
+                          f"{len(pending)} of {len(server['points'])} points to measure")
+        _print_server(server, pending=bool(pending), what="point")
+        for point in server["points"]:
+            mark = "recorded" if point["cached"] else "run"
+            out_console.print(f"    [{mark}] {point['workload']} c{point['concurrency']} "
+                              f"(warm-up: {point['warmups']} requests + every prompt once; {point['repeats']} repeats)",
+                              markup=False)
+            if not point["cached"]:
+                for command in point["commands"]:
+                    out_console.print(f"      {command}", soft_wrap=True, markup=False)
 
 
-def _print_unknown(why: str) -> None:
-    """Why a dry run could not look up recorded results (a Hub source the Hub did not identify): every one
-    is then shown to run, and the reason -- the endpoint, offline mode -- is what to fix to know better."""
+def _print_server(server: dict[str, Any], *, pending: bool, what: str) -> None:
+    """A planned server's lines: why recorded results are unknown, the plugin install, the serve command."""
     from hfrelease.cli.output import out_console
 
-    out_console.print(f"  note: recorded results not looked up, the content is unknown: {why}", soft_wrap=True,
-                      markup=False)
+    if server["unknown"]:
+        # A Hub source the Hub did not identify: every result is shown to run, and the reason -- the
+        # endpoint, offline mode -- is what to fix to know better.
+        out_console.print(f"  note: recorded results not looked up, the content is unknown: {server['unknown']}",
+                          soft_wrap=True, markup=False)
+    if server["plugin"] and (pending or what == "gate"):
+        out_console.print(f"  pip install --no-deps --no-build-isolation {server['plugin']}", soft_wrap=True,
+                          markup=False)
+    if pending and server.get("on_gate_server"):
+        out_console.print(f"  (on the gate server of {server['artifact']}, after its gates: the same command)",
+                          markup=False)
+    out_console.print(f"  {server['serve']}" if pending else f"  (no server: every {what} is recorded)",
+                      soft_wrap=True, markup=False)
 
 
-def _port_placeholder(argv: Sequence[str]) -> list[str]:
-    """`argv` built with port 0, the value of `--port` shown as `<port>` (the runner picks a free one)."""
-    return [("<port>" if word == "0" and i and argv[i - 1] == "--port" else word) for i, word in enumerate(argv)]
-
-
-def _display_with_port(command: ServeCommand) -> str:
-    from dataclasses import replace
-
-    return replace(command, argv=tuple(_port_placeholder(command.argv))).display()
-
+# -- the live view ------------------------------------------------------------------------------------------
 
 class _LiveView:
-    """The Rich live view: per artifact, the server's state and each gate's requests done / total."""
+    """A Rich live table: per server its state, per gate or speed point its progress; the last log lines."""
 
-    def __init__(self, plan: EvalPlan) -> None:
+    def __init__(self, title: str, columns: tuple[str, ...], servers: list[str],
+                 items: dict[tuple[str, str], str]) -> None:
         self.started = time.monotonic()
-        self.states: dict[str, str] = {job.artifact.id: "waiting" for job in plan.servers}
-        self.gates: dict[tuple[str, str], str] = {
-            (job.artifact.id, g.gate.id): ("recorded" if not g.pending else "pending")
-            for job in plan.servers for g in job.gates
-        }
+        self.title, self.columns = title, columns
+        self.states = dict.fromkeys(servers, "waiting")
+        self.items = items
         self.lines: list[str] = []
 
-    def server_state(self, artifact_id: str, state: str) -> None:
-        self.states[artifact_id] = state
+    def server_state(self, server_id: str, state: str) -> None:
+        self.states[server_id] = state
 
     def gate_progress(self, artifact_id: str, gate_id: str, done: int, total: int) -> None:
-        self.gates[(artifact_id, gate_id)] = f"{done}/{total} requests" if total else "preparing"
+        self.items[(artifact_id, gate_id)] = f"{done}/{total} requests" if total else "preparing"
 
     def gate_finished(self, artifact_id: str, gate_id: str, summary: str) -> None:
-        self.gates[(artifact_id, gate_id)] = summary
+        self.items[(artifact_id, gate_id)] = summary
+
+    def point_progress(self, server_id: str, point_id: str, text: str) -> None:
+        self.items[(server_id, point_id)] = text
 
     def log(self, message: str) -> None:
         from hfrelease.redact import redact
@@ -217,102 +162,83 @@ class _LiveView:
 
     def render(self) -> RenderableType:
         from rich.console import Group
+        from rich.markup import escape
         from rich.text import Text
 
         from hfrelease.cli.output import make_table
 
-        table = make_table("artifact", "server", "gate", "progress",
-                           title=f"hfrelease eval — {time.monotonic() - self.started:.0f} s")
-        for artifact_id, state in self.states.items():
+        table = make_table(*self.columns, title=f"{self.title} — {time.monotonic() - self.started:.0f} s")
+        for server_id, state in self.states.items():
             first = True
-            for (aid, gate_id), progress in self.gates.items():
-                if aid != artifact_id:
-                    continue
-                table.add_row(artifact_id if first else "", state if first else "", gate_id, progress)
-                first = False
+            for (sid, item), progress in self.items.items():
+                if sid == server_id:
+                    table.add_row(escape(server_id) if first else "", escape(state) if first else "", escape(item),
+                                  escape(progress))
+                    first = False
         return Group(table, *(Text(line, style="dim", overflow="ellipsis", no_wrap=True) for line in self.lines))
 
 
-class _SpeedOnGateServer:
-    """Speed events of points measured on a gate server, shown in the gate view's row of that artifact."""
+class _LiveViews:
+    """The stage's `EvalViews`: a live table while the gates run, another while the speed anchors do."""
 
-    def __init__(self, view: _LiveView, artifact_id: str) -> None:
-        self.view = view
-        self.artifact_id = artifact_id
+    @contextlib.contextmanager
+    def gates(self, plan: EvalPlan, run_dir: Path) -> Iterator[_LiveView]:
+        view = _LiveView("hfrelease eval", ("artifact", "server", "gate", "progress"),
+                         [job.artifact.id for job in plan.servers],
+                         {(job.artifact.id, g.gate.id): ("recorded" if not g.pending else "pending")
+                          for job in plan.servers for g in job.gates})
+        with _live(view, fold=f"eval: {', '.join(job.artifact.id for job in plan.servers)} (servers and gates)",
+                   logs=f"logs: {run_dir}"):
+            yield view
 
-    def server_state(self, server_id: str, state: str) -> None:
-        self.view.server_state(self.artifact_id, f"speed: {state}")
+    @contextlib.contextmanager
+    def speed(self, plan: SpeedPlan, run_dir: Path) -> Iterator[_LiveView]:
+        view = _LiveView("hfrelease eval --speed", ("server", "state", "point", "progress"),
+                         [job.label for job in plan.servers],
+                         {(job.label, p.label): ("recorded" if not p.pending else "pending")
+                          for job in plan.servers for p in job.points})
+        with _live(view, fold="eval --speed: servers and benchmarks", logs=f"speed logs: {run_dir}"):
+            yield view
 
-    def point_progress(self, server_id: str, point_id: str, text: str) -> None:
-        self.view.server_state(self.artifact_id, f"speed {point_id}: {text}")
 
-    def log(self, message: str) -> None:
-        self.view.log(message)
-
-
-def _run_live(
-    plan: EvalPlan, *, ledger: Any, run_dir: Path, cache: Any, endpoint: str | None, as_json: bool,
-    speed: SpeedSession | None = None, force: bool = False,
-) -> EvalReport:
+@contextlib.contextmanager
+def _live(view: _LiveView, *, fold: str, logs: str) -> Iterator[None]:
+    """`view` drawn live while the block runs, in a GitHub Actions fold; then where the logs are."""
     from rich.console import Console
     from rich.live import Live
 
     from hfrelease.cli.output import err_console
-    from hfrelease.evaluation.runner import run_eval
 
-    # The live view writes to its own copy of the terminal's stderr: while lm-eval runs, descriptor 2
-    # is sent to the run's log (see runner.stderr_to), and the view must keep drawing on the terminal.
+    # The live view writes to its own copy of the terminal's stderr: while lm-eval and the benchmark run,
+    # descriptors 1 and 2 are sent to the run's log, and the view must keep drawing on the terminal.
     terminal = os.fdopen(os.dup(2), "w", buffering=1)
     live_console = Console(file=terminal, highlight=False, width=err_console.width if not terminal.isatty() else None)
-    view = _LiveView(plan)
-
-    def terminate(signum: int, frame: FrameType | None) -> None:
-        # SIGTERM (CI cancelling a job) unwinds like Ctrl-C: servers are stopped, finished gates kept.
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    _ci_fold(f"eval: {', '.join(job.artifact.id for job in plan.servers)} (servers and gates)")
+    _ci_fold(fold)
     try:
         with Live(get_renderable=view.render, console=live_console, refresh_per_second=4,
                   transient=False, redirect_stdout=False, redirect_stderr=False):
-            report = run_eval(plan, ledger=ledger, run_dir=run_dir, hash_cache=cache, endpoint=endpoint, events=view,
-                              after_gates=_sharing(speed, view) if speed is not None else None,
-                              request_cache=cache_dir() / "requests", force=force)
-        _ci_summary(gates=report)
-        return report
+            yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
         terminal.close()
-        err_console.print(f"[dim]logs: {run_dir}[/]")
+        err_console.print(f"[dim]{logs}[/]")
         _ci_fold(None)
 
 
-def _sharing(session: SpeedSession, view: _LiveView) -> AfterGates:
-    """The `after_gates` hook that measures an artifact's no-speculation speed points on its gate server."""
+def _ci_fold(title: str | None) -> None:
+    """Open a fold titled `title` (None closes it) when running on GitHub Actions."""
+    from hfrelease.ci import CiEnvironment, group_end, group_start
 
-    def after_gates(job: ServerJob, server: VllmServer, command: ServeCommand) -> None:
-        speed_job = session.shareable(job.artifact.id, command)
-        if speed_job is not None:
-            session.measure_on(speed_job, server, command, events=_SpeedOnGateServer(view, job.artifact.id))
-
-    return after_gates
+    if CiEnvironment.detect().github_actions:
+        click.echo(group_start(title) if title is not None else group_end(), err=True)
 
 
-def _print_report(report: EvalReport, *, as_json: bool, hash_bytes_read: int) -> None:
+# -- the report ---------------------------------------------------------------------------------------------
+
+def _print_gates(report: EvalReport) -> None:
     from rich.markup import escape
 
-    from hfrelease.cli.output import make_table, out_console, print_json
+    from hfrelease.cli.output import make_table, out_console
 
-    if as_json:
-        print_json({
-            "exit_code": int(report.exit_code),
-            "servers_started": report.servers_started,
-            "requests_sent": report.requests_sent,
-            "run_dir": str(report.run_dir),
-            "hash_bytes_read": hash_bytes_read,
-            "rows": [row.as_dict() for row in report.rows],
-        })
-        return
     table = make_table("artifact", "gate", "mode", "value", "Δ vs reference [95% CI]", "n", "cut/empty",
                        "verdict", title="Gates")
     colours = {"pass": "green", "reference": "cyan", "fail": "red", "void": "yellow", "no-reference": "yellow"}
@@ -333,252 +259,6 @@ def _print_report(report: EvalReport, *, as_json: bool, hash_bytes_read: int) ->
         f"{report.servers_started} server(s) started, {report.requests_sent} requests sent; "
         f"records in the ledger; logs in {report.run_dir}"
     )
-
-
-# -- speed anchors (`--speed`, `--speed-only`) ---------------------------------------------------------------
-
-# When gates and speed anchors both ran, the exit status is the most serious of the two.
-_SEVERITY = (5, 6, 4, 0)
-
-
-def _worst(*codes: int) -> int:
-    return min(codes, key=lambda c: _SEVERITY.index(c) if c in _SEVERITY else -1)
-
-
-def _check_speed_options(
-    *, speed: bool, speed_only: bool, workloads: tuple[str, ...], gates: tuple[str, ...], endpoint: str | None,
-) -> None:
-    if workloads and not speed:
-        raise click.UsageError("--workload selects speed anchors: add --speed or --speed-only")
-    if speed_only and gates:
-        raise click.UsageError("--gate selects gates, which --speed-only skips")
-    if speed and endpoint is not None:
-        raise click.UsageError("--endpoint attaches to one server; speed anchors start one per speculative config")
-
-
-def _plan_speed(
-    loaded: Manifest, *, ledger: Ledger, cache: HashCache, artifacts: tuple[str, ...], workloads: tuple[str, ...],
-    force: bool, dry_run: bool, drafts: tuple[str, ...] = (),
-) -> SpeedPlan:
-    """The speed plan of `--speed`, or with `drafts` (no --speed) the draft jobs of those drafts."""
-    from hfrelease.speed.drafts import plan_drafts
-    from hfrelease.speed.plan import plan_speed
-
-    if drafts:
-        plan = plan_drafts(loaded, drafts, ledger=ledger, hash_cache=cache, workloads=workloads, force=force,
-                           download=not dry_run)
-    else:
-        plan = plan_speed(loaded, ledger=ledger, hash_cache=cache, artifacts=artifacts, workloads=workloads,
-                          force=force, download=not dry_run)
-    cache.save()
-    return plan
-
-
-def _eval_speed(
-    loaded: Manifest, *, ledger: Ledger, cache: HashCache, artifacts: tuple[str, ...], workloads: tuple[str, ...],
-    force: bool, dry_run: bool, run_dir: Path | None, as_json: bool, drafts: tuple[str, ...] = (),
-) -> None:
-    """`--speed-only` (or a draft's job): plan, then show the plan or measure, print, exit by the speed verdict."""
-    from hfrelease.cli.output import print_json
-
-    plan = _plan_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads, force=force,
-                       dry_run=dry_run, drafts=drafts)
-    if dry_run:
-        _print_speed_plan(plan, as_json=as_json)
-        return
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    from hfrelease.speed.runner import SpeedSession
-
-    directory = run_dir or Path("runs") / f"{loaded.family.name}-{stamp}"
-    report = _run_speed_live(SpeedSession(plan, ledger=ledger, run_dir=directory))
-    if as_json:
-        print_json({"speed": report.as_dict(), "exit_code": int(report.exit_code)})
-    else:
-        _print_speed_report(report)
-    click.get_current_context().exit(int(report.exit_code))
-
-
-def _captured_json(show: Callable[[], None]) -> dict[str, Any]:
-    """What a gate printer writes as JSON, as a value (to nest it beside the speed section)."""
-    import contextlib
-    import io
-    import json
-
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        show()
-    data = json.loads(buffer.getvalue())
-    return data if isinstance(data, dict) else {"value": data}
-
-
-def _print_with_speed(
-    show_gates: Callable[[], None], loaded: Manifest, *, ledger: Ledger, cache: HashCache,
-    artifacts: tuple[str, ...], workloads: tuple[str, ...], force: bool, as_json: bool, gate_servers: set[str],
-    drafts: tuple[str, ...] = (),
-) -> None:
-    """`--speed --dry-run`: the gate plan, then the speed plan (one JSON document with --json).
-
-    `gate_servers`: artifacts whose gate server starts anyway; their no-speculation points run on it.
-    """
-    from hfrelease.cli.output import print_json
-
-    plan = _plan_speed(loaded, ledger=ledger, cache=cache, artifacts=artifacts, workloads=workloads, force=force,
-                       dry_run=True, drafts=drafts)
-    if as_json:
-        print_json({**_captured_json(show_gates), "speed": _speed_plan_dict(plan, gate_servers)})
-        return
-    show_gates()
-    _print_speed_plan(plan, as_json=False, gate_servers=gate_servers)
-
-
-def _run_with_speed(show_gates: Callable[[], None], gate_code: int, session: SpeedSession, *, as_json: bool) -> int:
-    """`--speed`: after the gates (whose servers measured their no-speculation points), the rest of the
-    speed anchors; print both; return the combined exit status."""
-    from hfrelease.cli.output import print_json
-
-    report = _run_speed_live(session)
-    code = _worst(int(gate_code), int(report.exit_code))
-    if as_json:
-        print_json({**_captured_json(show_gates), "speed": report.as_dict(), "exit_code": code})
-    else:
-        show_gates()
-        _print_speed_report(report)
-    return code
-
-
-def _speed_plan_dict(plan: SpeedPlan, gate_servers: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
-    from hfrelease.speed import bench
-    from hfrelease.speed.runner import point_steps, serve_command
-
-    servers: list[dict[str, Any]] = []
-    for job in plan.servers:
-        # The runner's own command builders, with placeholders for what only exists at run time.
-        base = "http://127.0.0.1:<port>"
-        points = []
-        for point in job.points:
-            steps = point_steps(plan, job, point, base_url=base, run_dir=Path("<run dir>"))
-            points.append({"workload": point.workload.id, "concurrency": point.concurrency,
-                           "repeats": point.workload.repeats, "warmups": point.workload.warmups,
-                           "cached": not point.pending, "input_key": point.input_key or None,
-                           "commands": [bench.display(step.argv) for step in steps]})
-        command = serve_command(plan, job, port=0)
-        servers.append({"artifact": job.artifact.id, "speculative": job.spec_id,
-                        "draft": job.draft.id if job.draft else None, "serve": _display_with_port(command),
-                        "argv": _port_placeholder(command.argv), "plugin": job.public.plugin, "points": points,
-                        "unknown": job.unknown,
-                        "on_gate_server": job.speculative is None and job.artifact.id in gate_servers})
-    return {"family": plan.manifest.family.name, "pending": plan.pending, "servers": servers}
-
-
-def _print_speed_plan(plan: SpeedPlan, *, as_json: bool, gate_servers: set[str] | frozenset[str] = frozenset()) -> None:
-    from rich.markup import escape
-
-    from hfrelease.cli.output import out_console, print_json
-
-    data = _speed_plan_dict(plan, gate_servers)
-    if as_json:
-        print_json({"speed": data})
-        return
-    for server in data["servers"]:
-        pending = [p for p in server["points"] if not p["cached"]]
-        out_console.print(f"[bold]speed: {server['artifact']} {escape('[' + server['speculative'] + ']')}[/] — "
-                          f"{len(pending)} of {len(server['points'])} points to measure")
-        if server["unknown"]:
-            _print_unknown(server["unknown"])
-        if server["plugin"] and pending:
-            out_console.print(f"  pip install --no-deps --no-build-isolation {server['plugin']}", soft_wrap=True,
-                              markup=False)
-        if pending and server["on_gate_server"]:
-            out_console.print(f"  (on the gate server of {server['artifact']}, after its gates: the same command)",
-                              markup=False)
-        out_console.print(f"  {server['serve']}" if pending else "  (no server: every point is recorded)",
-                          soft_wrap=True, markup=False)
-        for point in server["points"]:
-            mark = "recorded" if point["cached"] else "run"
-            out_console.print(f"    [{mark}] {point['workload']} c{point['concurrency']} "
-                              f"(warm-up: {point['warmups']} requests + every prompt once; {point['repeats']} repeats)",
-                              markup=False)
-            if not point["cached"]:
-                for command in point["commands"]:
-                    out_console.print(f"      {command}", soft_wrap=True, markup=False)
-
-
-class _SpeedView:
-    """The live view of the speed anchors: per server its state, per point its progress."""
-
-    def __init__(self, plan: SpeedPlan) -> None:
-        self.started = time.monotonic()
-        self.states: dict[str, str] = {job.label: "waiting" for job in plan.servers}
-        self.points: dict[tuple[str, str], str] = {
-            (job.label, p.label): ("recorded" if not p.pending else "pending")
-            for job in plan.servers for p in job.points
-        }
-        self.lines: list[str] = []
-
-    def server_state(self, server_id: str, state: str) -> None:
-        self.states[server_id] = state
-
-    def point_progress(self, server_id: str, point_id: str, text: str) -> None:
-        self.points[(server_id, point_id)] = text
-
-    def log(self, message: str) -> None:
-        from hfrelease.redact import redact
-
-        self.lines = [*self.lines[-3:], redact(message)]
-
-    def render(self) -> RenderableType:
-        from rich.console import Group
-        from rich.markup import escape
-        from rich.text import Text
-
-        from hfrelease.cli.output import make_table
-
-        table = make_table("server", "state", "point", "progress",
-                           title=f"hfrelease eval --speed — {time.monotonic() - self.started:.0f} s")
-        for server_id, state in self.states.items():
-            first = True
-            for (sid, point_id), progress in self.points.items():
-                if sid != server_id:
-                    continue
-                table.add_row(escape(server_id) if first else "", escape(state) if first else "", escape(point_id),
-                              escape(progress))
-                first = False
-        return Group(table, *(Text(line, style="dim", overflow="ellipsis", no_wrap=True) for line in self.lines))
-
-
-def _run_speed_live(session: SpeedSession) -> SpeedReport:
-    """Run what is left of `session` under a live view and return its report."""
-    from rich.console import Console
-    from rich.live import Live
-
-    from hfrelease.cli.output import err_console
-
-    plan, run_dir = session.plan, session.run_dir
-
-    # As for the gates: the benchmark's own output is sent to the run's log by redirecting descriptors
-    # 1 and 2, so the view draws on its own copy of the terminal's stderr.
-    terminal = os.fdopen(os.dup(2), "w", buffering=1)
-    live_console = Console(file=terminal, highlight=False, width=err_console.width if not terminal.isatty() else None)
-    view = _SpeedView(plan)
-
-    def terminate(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    _ci_fold("eval --speed: servers and benchmarks")
-    try:
-        with Live(get_renderable=view.render, console=live_console, refresh_per_second=4,
-                  transient=False, redirect_stdout=False, redirect_stderr=False):
-            session.events = view
-            session.run_remaining()
-            report = session.report()
-        _ci_summary(speed=report)
-        return report
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        terminal.close()
-        err_console.print(f"[dim]speed logs: {run_dir}[/]")
-        _ci_fold(None)
 
 
 def _ms(row: Any, name: str) -> str:
@@ -661,25 +341,3 @@ def _add_speed_row(table: Any, row: Any, *, first: str) -> None:
                   f"{_ms(row, 'itl_median_ms')}/{_ms(row, 'itl_p90_ms')}", _ms(row, "tpot_median_ms"), acceptance,
                   speedup, _status(row))
 
-
-# -- GitHub Actions (`hfrelease.ci`): the live view folded in the job log, the tables in the step summary ----------
-
-def _ci_fold(title: str | None) -> None:
-    """Open a fold titled `title` (None closes it) when running on GitHub Actions."""
-    from hfrelease.ci import CiEnvironment, group_end, group_start
-
-    if CiEnvironment.detect().github_actions:
-        click.echo(group_start(title) if title is not None else group_end(), err=True)
-
-
-def _ci_summary(*, gates: EvalReport | None = None, speed: SpeedReport | None = None) -> None:
-    """Append the gate or speed table to the step summary when running on GitHub Actions."""
-    from hfrelease.ci import CiEnvironment, append_summary, gate_summary, speed_summary
-
-    ci = CiEnvironment.detect()
-    if not ci.github_actions or ci.step_summary is None:
-        return
-    if gates is not None:
-        append_summary(ci.step_summary, gate_summary(gates.rows))
-    if speed is not None:
-        append_summary(ci.step_summary, speed_summary(speed))

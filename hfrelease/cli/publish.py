@@ -21,14 +21,6 @@ _MANIFEST = click.argument("manifest", type=click.Path(path_type=Path), default=
 _ARTIFACT = click.option("--artifact", "artifacts", multiple=True, help="Only this artifact id (repeatable).")
 
 
-def _hash_cache() -> Any:
-    from hfrelease.cli.eval import cache_dir
-    from hfrelease.ledger.hashing import HashCache
-
-    # The cache `hfrelease eval` fills: weights hashed there are not read again here.
-    return HashCache(cache_dir() / "hashes.json")
-
-
 def _load(manifest: Path) -> Any:
     from hfrelease.manifest import find_manifest, load_manifest
 
@@ -50,8 +42,9 @@ def bundle(manifest: Path, artifacts: tuple[str, ...], out: Path | None, as_json
     """
     from hfrelease.bundle import bundle_family, write_bundle
     from hfrelease.cli.output import err_console
+    from hfrelease.stages.runner import default_hash_cache
 
-    cache = _hash_cache()
+    cache = default_hash_cache()  # the one `eval` fills: weights hashed there are not read again
     result = bundle_family(_load(manifest), cache=cache, artifacts=artifacts)
     cache.save()
     if out is not None:
@@ -114,6 +107,7 @@ def publish(
     """
     from hfrelease.cli.output import err_console
     from hfrelease.publish import publish_family
+    from hfrelease.stages.runner import default_hash_cache
 
     verbose = (ctx.obj or {}).get("verbose", 0)
     if verbose >= 2:
@@ -125,7 +119,7 @@ def publish(
     def echo(line: str) -> None:
         err_console.print(f"[dim]{line}[/]", soft_wrap=True, markup=True, highlight=False)
 
-    cache = _hash_cache()
+    cache = default_hash_cache()  # the one `eval` fills: weights hashed there are not read again
     # Not with -vv: huggingface_hub's debug log would scroll through the live display.
     with release_progress(err_console, enabled=err_console.is_terminal and verbose < 2) as on_event:
         report = publish_family(

@@ -55,15 +55,14 @@ def release(
     unless include-hidden-files). setup-python and pip installs are substituted by this environment,
     and each job's report says so. The jobs see the Hub as a runner does: HF_ENDPOINT, secrets.HF_TOKEN.
     """
-    from hfrelease.cli.eval import cache_dir
-    from hfrelease.ledger.hashing import HashCache
     from hfrelease.manifest import load_manifest
     from hfrelease.release_policy import check_tag
+    from hfrelease.stages.runner import default_hash_cache
 
     if write_workflow:
         _write_workflow(manifest, root=root, force=force)
         return
-    cache = HashCache(cache_dir() / "hashes.json")
+    cache = default_hash_cache()
     if only is None:
         if artifacts or gates:
             raise click.UsageError("--artifact and --gate apply with --only: the rehearsal runs the workflow as "

@@ -153,20 +153,21 @@ def test_rehearsal_summary_lists_jobs_and_gates(fixture_family: Path, tmp_path: 
 def test_eval_writes_its_gate_table_to_the_step_summary_on_github_actions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`hfrelease eval`'s hooks fold on GitHub Actions and append the gate table; elsewhere they do nothing."""
+    """`hfrelease eval`'s view folds on GitHub Actions and append the gate table; elsewhere they do nothing."""
     from hfrelease.cli import eval as eval_command
+    from hfrelease.stages.eval import ci_summary
 
     report = EvalReport(rows=(_row("fp8", "pass"),), servers_started=1, requests_sent=20, run_dir=tmp_path)
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     eval_command._ci_fold("eval: fp8")
-    eval_command._ci_summary(gates=report)
+    ci_summary(gates=report)
     assert not summary.exists() and "::group::" not in capsys.readouterr().err
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     eval_command._ci_fold("eval: fp8")
     eval_command._ci_fold(None)
-    eval_command._ci_summary(gates=report)
+    ci_summary(gates=report)
     assert capsys.readouterr().err.splitlines() == ["::group::eval: fp8", "::endgroup::"]
     assert "| fp8 | arith \\| exact |" in summary.read_text()
 

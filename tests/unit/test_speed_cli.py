@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hfrelease.cli import main
-from hfrelease.cli.eval import _worst
 from hfrelease.errors import ExitCode
+from hfrelease.stages.runner import worst as _worst
 
 
 @pytest.mark.parametrize(("args", "message"), [

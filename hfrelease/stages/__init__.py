@@ -1,0 +1,10 @@
+"""One function per pipeline stage, below the CLI: a frozen settings object in, a typed report out.
+
+Each report's `as_dict()` is the command's `--json` document and its `exit_code` the command's exit
+status (`exit_status`). The CLI parses options into settings, calls the stage, renders the report; the
+release rehearsal runs the same commands, so every caller runs the same code, with the same clean-up
+on SIGTERM (`runner.stage_signals`).
+
+- `eval`: gates and speed anchors (`run_eval_stage`, `plan_eval_stage` for --dry-run)
+- `cards`: render and lint (`render_stage`, `lint_stage`)
+"""

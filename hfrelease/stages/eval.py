@@ -1,0 +1,295 @@
+"""The eval stage: gates (and with `speed`, the speed anchors) of a family, measured, recorded and judged.
+
+`run_eval_stage(settings)` is what `hfrelease eval` runs and `plan_eval_stage(settings)` what its
+`--dry-run` shows. A live view is fed through `EvalViews`: the stage opens one view for the gates and
+one for the speed anchors, each around the work it shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from hfrelease.errors import ExitCode, UsageError
+from hfrelease.stages.runner import cache_dir, default_hash_cache, run_stamp, stage_signals, worst
+
+if TYPE_CHECKING:
+    from hfrelease.evaluation.plan import EvalPlan, ServerJob
+    from hfrelease.evaluation.runner import AfterGates, EvalEvents, EvalReport
+    from hfrelease.ledger.hashing import HashCache
+    from hfrelease.ledger.store import Ledger
+    from hfrelease.manifest import Manifest
+    from hfrelease.serving.command import ServeCommand
+    from hfrelease.serving.process import VllmServer
+    from hfrelease.speed.plan import SpeedPlan
+    from hfrelease.speed.runner import SpeedEvents, SpeedReport, SpeedSession
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalSettings:
+    """What `hfrelease eval` was asked to do (its options, parsed)."""
+
+    manifest: Path
+    artifacts: tuple[str, ...] = ()
+    gates: tuple[str, ...] = ()
+    workloads: tuple[str, ...] = ()
+    endpoint: str | None = None  # attach to this running server instead of starting one
+    force: bool = False
+    speed: bool = False
+    speed_only: bool = False
+    run_dir: Path | None = None  # default: runs/<family>-<stamp>
+
+
+class EvalViews(Protocol):
+    """Where a live view hooks in: each method returns a context that is open while that part runs."""
+
+    def gates(self, plan: EvalPlan, run_dir: Path) -> AbstractContextManager[EvalEvents]: ...
+    def speed(self, plan: SpeedPlan, run_dir: Path) -> AbstractContextManager[SpeedEvents]: ...
+
+
+class NoViews:
+    """No live view: events are dropped."""
+
+    @contextlib.contextmanager
+    def gates(self, plan: EvalPlan, run_dir: Path) -> Iterator[EvalEvents]:
+        from hfrelease.evaluation.runner import NullEvents
+
+        yield NullEvents()
+
+    @contextlib.contextmanager
+    def speed(self, plan: SpeedPlan, run_dir: Path) -> Iterator[SpeedEvents]:
+        from hfrelease.speed.runner import NullSpeedEvents
+
+        yield NullSpeedEvents()
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalStageReport:
+    """What an eval run measured and decided: the gates', the speed anchors', or both."""
+
+    gates: EvalReport | None = None
+    speed: SpeedReport | None = None
+    hash_bytes_read: int = 0
+
+    @property
+    def exit_code(self) -> ExitCode:
+        codes = [r.exit_code for r in (self.gates, self.speed) if r is not None]
+        return worst(*codes) if codes else ExitCode.OK
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.gates is not None:
+            data = {"exit_code": int(self.gates.exit_code), "servers_started": self.gates.servers_started,
+                    "requests_sent": self.gates.requests_sent, "run_dir": str(self.gates.run_dir),
+                    "hash_bytes_read": self.hash_bytes_read, "rows": [row.as_dict() for row in self.gates.rows]}
+        if self.speed is not None:
+            data |= {"speed": self.speed.as_dict(), "exit_code": int(self.exit_code)}
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalPlanReport:
+    """What a run would do (`--dry-run`): the gate plan, the speed plan, or both; nothing is started."""
+
+    gates: EvalPlan | None = None
+    speed: SpeedPlan | None = None
+    gate_servers: frozenset[str] = frozenset()  # artifacts whose no-speculation points run on the gate server
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK
+
+    def as_dict(self) -> dict[str, Any]:
+        from hfrelease.stages.eval_plan import gate_plan_dict, speed_plan_dict
+
+        data = gate_plan_dict(self.gates) if self.gates is not None else {}
+        if self.speed is not None:
+            data["speed"] = speed_plan_dict(self.speed, self.gate_servers)
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Resolved:
+    """The settings against the manifest: a draft named with --artifact runs its draft job."""
+
+    manifest: Manifest
+    artifacts: tuple[str, ...]
+    gates: tuple[str, ...]
+    speed: bool
+    speed_only: bool
+    drafts: tuple[str, ...]
+
+
+def _resolve(settings: EvalSettings) -> _Resolved:
+    from hfrelease.manifest import find_manifest, load_manifest
+
+    loaded = load_manifest(settings.manifest)
+    if settings.endpoint is None:  # the serve guard, in dry runs too: vLLM's parser reads the manifest's args
+        from hfrelease.serving.guard import require_safe_manifest
+
+        require_safe_manifest(loaded, source=str(find_manifest(settings.manifest)))
+    artifacts, gates = settings.artifacts, settings.gates
+    speed = settings.speed or settings.speed_only
+    speed_only = settings.speed_only
+    # A draft's job (the release matrix runs `eval --artifact DRAFT` like any other entry): its speed
+    # anchors are its gates, so it runs them without --speed; other artifacts named beside it run their gates.
+    draft_ids = {d.id for d in loaded.artifact if d.kind == "draft"}
+    drafts = () if speed else tuple(a for a in artifacts if a in draft_ids)
+    if drafts:
+        speed = True
+        speed_only = len(drafts) == len(artifacts)
+        artifacts = tuple(a for a in artifacts if a not in drafts) or drafts
+        gates = () if speed_only else gates
+    if settings.workloads and not speed:
+        raise UsageError("--workload selects speed anchors: add --speed or --speed-only")
+    if speed_only and gates:
+        raise UsageError("--gate selects gates, which --speed-only skips")
+    if speed and settings.endpoint is not None:
+        raise UsageError("--endpoint attaches to one server; speed anchors start one per speculative config")
+    if settings.endpoint is not None and len(artifacts) != 1:
+        raise UsageError("--endpoint attaches to one server: name its artifact with --artifact ID")
+    return _Resolved(manifest=loaded, artifacts=artifacts, gates=gates, speed=speed, speed_only=speed_only,
+                     drafts=drafts)
+
+
+def _plan_speed(job: _Resolved, settings: EvalSettings, *, ledger: Ledger, cache: HashCache,
+                dry_run: bool) -> SpeedPlan:
+    """The speed plan of `--speed`, or for drafts named without --speed the draft jobs of those drafts."""
+    from hfrelease.speed.drafts import plan_drafts
+    from hfrelease.speed.plan import plan_speed
+
+    if job.drafts:
+        plan = plan_drafts(job.manifest, job.drafts, ledger=ledger, hash_cache=cache, workloads=settings.workloads,
+                           force=settings.force, download=not dry_run)
+    else:
+        plan = plan_speed(job.manifest, ledger=ledger, hash_cache=cache, artifacts=job.artifacts,
+                          workloads=settings.workloads, force=settings.force, download=not dry_run)
+    cache.save()
+    return plan
+
+
+def _plan_gates(job: _Resolved, settings: EvalSettings, *, ledger: Ledger, cache: HashCache,
+                dry_run: bool) -> EvalPlan:
+    from hfrelease.evaluation.plan import plan_eval
+
+    plan = plan_eval(job.manifest, ledger=ledger, hash_cache=cache, artifacts=job.artifacts, gates=job.gates,
+                     force=settings.force, download=not dry_run)
+    cache.save()
+    return plan
+
+
+def plan_eval_stage(settings: EvalSettings, *, cache: HashCache | None = None) -> EvalPlanReport:
+    """What `run_eval_stage(settings)` would start and run, each command built by the code that runs it."""
+    from hfrelease.ledger.store import Ledger
+
+    job = _resolve(settings)
+    ledger = Ledger(job.manifest.root / "results")
+    cache = cache or default_hash_cache()
+    if job.speed_only:
+        return EvalPlanReport(speed=_plan_speed(job, settings, ledger=ledger, cache=cache, dry_run=True))
+    gates = _plan_gates(job, settings, ledger=ledger, cache=cache, dry_run=True)
+    if not job.speed:
+        return EvalPlanReport(gates=gates)
+    return EvalPlanReport(gates=gates, speed=_plan_speed(job, settings, ledger=ledger, cache=cache, dry_run=True),
+                          gate_servers=frozenset(j.artifact.id for j in gates.servers if j.pending))
+
+
+def run_eval_stage(
+    settings: EvalSettings, *, views: EvalViews | None = None, cache: HashCache | None = None,
+) -> EvalStageReport:
+    """Measure and record every pending gate (and speed point), then judge them all; SIGTERM stops the
+    servers and keeps what was recorded, as Ctrl-C does."""
+    from hfrelease.ledger.store import Ledger
+    from hfrelease.speed.runner import SpeedSession
+
+    views = views or NoViews()
+    job = _resolve(settings)
+    ledger = Ledger(job.manifest.root / "results")
+    cache = cache or default_hash_cache()
+    run_dir = settings.run_dir or Path("runs") / f"{job.manifest.family.name}-{run_stamp()}"
+    with stage_signals():
+        if job.speed_only:
+            plan = _plan_speed(job, settings, ledger=ledger, cache=cache, dry_run=False)
+            alone = _run_speed(SpeedSession(plan, ledger=ledger, run_dir=run_dir), views)
+            return EvalStageReport(speed=alone, hash_bytes_read=cache.bytes_read)
+        gate_plan = _plan_gates(job, settings, ledger=ledger, cache=cache, dry_run=False)
+        session = None
+        if job.speed:
+            # Planned before the gates run, so each gate server can also serve its artifact's no-speculation
+            # speed points (the same `vllm serve` command) before it stops: one start per artifact, not two.
+            speed_plan = _plan_speed(job, settings, ledger=ledger, cache=cache, dry_run=False)
+            session = SpeedSession(speed_plan, ledger=ledger, run_dir=run_dir)
+        gates = _run_gates(gate_plan, settings, ledger=ledger, cache=cache, run_dir=run_dir, views=views,
+                           session=session)
+        cache.save()
+        speed = _run_speed(session, views) if session is not None else None
+        return EvalStageReport(gates=gates, speed=speed, hash_bytes_read=cache.bytes_read)
+
+
+def _run_gates(
+    plan: EvalPlan, settings: EvalSettings, *, ledger: Ledger, cache: HashCache, run_dir: Path, views: EvalViews,
+    session: SpeedSession | None,
+) -> EvalReport:
+    from hfrelease.evaluation.runner import run_eval
+
+    with views.gates(plan, run_dir) as events:
+        report = run_eval(plan, ledger=ledger, run_dir=run_dir, hash_cache=cache, endpoint=settings.endpoint,
+                          events=events, after_gates=_sharing(session, events) if session is not None else None,
+                          request_cache=cache_dir() / "requests", force=settings.force)
+    ci_summary(gates=report)
+    return report
+
+
+def _run_speed(session: SpeedSession, views: EvalViews) -> SpeedReport:
+    """Run what is left of `session` (what no gate server measured) and return its report."""
+    with views.speed(session.plan, session.run_dir) as events:
+        session.events = events
+        session.run_remaining()
+        report = session.report()
+    ci_summary(speed=report)
+    return report
+
+
+class _SpeedOnGateServer:
+    """Speed events of points measured on a gate server, told to the gate events as that artifact's state."""
+
+    def __init__(self, events: EvalEvents, artifact_id: str) -> None:
+        self.events = events
+        self.artifact_id = artifact_id
+
+    def server_state(self, server_id: str, state: str) -> None:
+        self.events.server_state(self.artifact_id, f"speed: {state}")
+
+    def point_progress(self, server_id: str, point_id: str, text: str) -> None:
+        self.events.server_state(self.artifact_id, f"speed {point_id}: {text}")
+
+    def log(self, message: str) -> None:
+        self.events.log(message)
+
+
+def _sharing(session: SpeedSession, events: EvalEvents) -> AfterGates:
+    """The `after_gates` hook that measures an artifact's no-speculation speed points on its gate server."""
+
+    def after_gates(job: ServerJob, server: VllmServer, command: ServeCommand) -> None:
+        speed_job = session.shareable(job.artifact.id, command)
+        if speed_job is not None:
+            session.measure_on(speed_job, server, command, events=_SpeedOnGateServer(events, job.artifact.id))
+
+    return after_gates
+
+
+def ci_summary(*, gates: EvalReport | None = None, speed: SpeedReport | None = None) -> None:
+    """Append the gate or speed table to the step summary when running on GitHub Actions."""
+    from hfrelease.ci import CiEnvironment, append_summary, gate_summary, speed_summary
+
+    ci = CiEnvironment.detect()
+    if not ci.github_actions or ci.step_summary is None:
+        return
+    if gates is not None:
+        append_summary(ci.step_summary, gate_summary(gates.rows))
+    if speed is not None:
+        append_summary(ci.step_summary, speed_summary(speed))

@@ -1,0 +1,77 @@
+"""What every stage shares: where caches live, the exit policy, and SIGTERM unwinding like Ctrl-C."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Protocol
+
+from hfrelease.errors import ExitCode
+
+if TYPE_CHECKING:
+    from hfrelease.ledger.hashing import HashCache
+
+
+def cache_dir() -> Path:
+    """hfrelease's cache directory: `HFRELEASE_CACHE`, else ~/.cache/hfrelease."""
+    return Path(os.environ.get("HFRELEASE_CACHE") or Path.home() / ".cache" / "hfrelease")
+
+
+def default_hash_cache() -> HashCache:
+    """The one hash cache every stage shares: weights hashed by `eval` are not read again by `publish`."""
+    from hfrelease.ledger.hashing import HashCache
+
+    return HashCache(cache_dir() / "hashes.json")
+
+
+def run_stamp() -> str:
+    """A run directory's time stamp (UTC, sortable)."""
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+# When several measurements ran (gates and speed anchors), the exit status is the most serious one:
+# a dead server, then a void measurement, then a failed gate.
+SEVERITY = (ExitCode.SERVER_FAILED, ExitCode.MEASUREMENT_FAILED, ExitCode.GATE_FAILED, ExitCode.OK)
+
+
+def worst(*codes: ExitCode) -> ExitCode:
+    """The most serious of `codes` (a code outside `SEVERITY` is more serious than any in it)."""
+    return min(codes, key=lambda c: SEVERITY.index(c) if c in SEVERITY else -1)
+
+
+class StageReport(Protocol):
+    """What a stage returns: its `--json` document and the exit status it decides."""
+
+    @property
+    def exit_code(self) -> ExitCode: ...
+
+    def as_dict(self) -> dict[str, object]: ...
+
+
+def exit_status(report: StageReport) -> int:
+    """The exit policy: the process exit status of a stage's report."""
+    return int(report.exit_code)
+
+
+@contextlib.contextmanager
+def stage_signals() -> Iterator[None]:
+    """While the block runs, SIGTERM (CI cancelling a job) unwinds like Ctrl-C: servers are stopped, what
+    was recorded is kept. Outside the main thread (where Python cannot set handlers) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
