@@ -10,8 +10,8 @@ mixes measurements of different weights or shows a stale number:
 - The best batch-1 config of a workload is the one a "speed-best" record chose (`hfrelease eval --speed`
   records it, see `hfrelease.speed.best_record`) when that record was derived from exactly the batch-1
   speed records shown; otherwise (older ledgers, points measured since) it is computed from them.
-- Deltas are the paired bootstrap of `hfrelease.evaluation.comparison` with the gate's own seed, so a
-  card shows exactly the interval `hfrelease eval` judged.
+- Verdicts and deltas are `hfrelease.evaluation.verdict.gate_verdict`'s (the paired bootstrap with the
+  gate's own seed), so a card shows exactly the verdict and interval `hfrelease eval` and the release judged.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from datetime import datetime
 
 from hfrelease.cards.errors import CardError, MissingMeasurementError
 from hfrelease.cards.inputs import CardInputs, RecordEntry
-from hfrelease.errors import MeasurementError
 from hfrelease.evaluation.comparison import Comparison
 from hfrelease.evaluation.plan import gate_artifacts
-from hfrelease.evaluation.verdict import judge_samples
+from hfrelease.evaluation.verdict import Verdict, gate_verdict, headline_value
 from hfrelease.ledger.record import Sample
 from hfrelease.manifest import Gate, Manifest, Workload
 
@@ -45,7 +44,7 @@ class GateResult:
     stderr: float | None
     comparison: Comparison | None = None
     reference: RecordEntry | None = None
-    verdict: str  # pass / fail / void / reference / no-reference
+    verdict: Verdict  # `hfrelease.evaluation.verdict.gate_verdict`'s
     reason: str
 
     @property
@@ -175,43 +174,38 @@ def _gate_results(manifest: Manifest, usable: list[RecordEntry]) -> dict[tuple[s
                 missing.append(f"gate {gate.id!r} on artifact {artifact_id!r}: no ledger record")
                 continue
             results[(artifact_id, gate.id)] = _judge(gate, artifact_id, _newest(entries), ref_entry,
-                                                     is_reference=artifact_id == reference)
+                                                     reference_id=reference)
     if missing:
         raise MissingMeasurementError(missing)
     return results
 
 
-def _headline(gate: Gate, entry: RecordEntry) -> tuple[float | None, float | None]:
-    record = entry.record
-    metric = record.metrics.get(gate.metric)
-    raw = record.extra.get("value", metric.value if metric else None)
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
+def _headline(gate: Gate, entry: RecordEntry) -> tuple[float, float | None]:
+    value = headline_value(gate, entry.record)
+    if value is None:
         raise CardError(
             f"ledger record {entry.name} has no value for metric {gate.metric!r} of gate {gate.id!r}",
             hint="The gate's metric changed since it was measured: re-run `hfrelease eval`.",
         )
-    return float(raw), metric.stderr if metric else None
+    metric = entry.record.metrics.get(gate.metric)
+    return value, metric.stderr if metric else None
 
 
 def _judge(gate: Gate, artifact_id: str, entry: RecordEntry, ref: RecordEntry | None, *,
-           is_reference: bool) -> GateResult:
-    record = entry.record
-    if record.status == "void":
-        return GateResult(artifact_id=artifact_id, gate=gate, entry=entry, value=None, stderr=None, verdict="void",
-                          reason=record.void_reason or "void")
-    value, stderr = _headline(gate, entry)
-    base = {"artifact_id": artifact_id, "gate": gate, "entry": entry, "value": value, "stderr": stderr}
-    if is_reference:
-        return GateResult(**base, verdict="reference", reason="the reference")  # type: ignore[arg-type]
-    if ref is None or ref.record.status != "ok":
-        return GateResult(**base, verdict="no-reference",  # type: ignore[arg-type]
-                          reason="no valid reference result to compare with")
-    try:
-        judged = judge_samples(gate, _samples(entry), _samples(ref))  # the verdict eval and the release judge
-    except MeasurementError as exc:
-        return GateResult(**base, reference=ref, verdict="no-reference", reason=exc.message)  # type: ignore[arg-type]
-    return GateResult(**base, comparison=judged.comparison, reference=ref,  # type: ignore[arg-type]
-                      verdict=judged.verdict, reason=judged.reason)
+           reference_id: str) -> GateResult:
+    """The card's gate result: `gate_verdict`, the verdict eval and the release decision give, on these records."""
+    if entry.record.status == "void":
+        value, stderr = None, None
+    else:
+        value, stderr = _headline(gate, entry)
+    by_record = {id(e.record): e for e in (entry, ref) if e is not None}
+    judged = gate_verdict(gate, entry.record, reference_id=reference_id, reference=ref.record if ref else None,
+                          samples=lambda record: _samples(by_record[id(record)]))
+    # The reference record a number of this row was compared with (traced by the card's numbers).
+    compared = ref is not None and artifact_id != reference_id and entry.record.status == ref.record.status == "ok"
+    return GateResult(artifact_id=artifact_id, gate=gate, entry=entry, value=value, stderr=stderr,
+                      comparison=judged.comparison, reference=ref if compared else None, verdict=judged.verdict,
+                      reason=judged.reason)
 
 
 def _samples(entry: RecordEntry) -> tuple[Sample, ...]:

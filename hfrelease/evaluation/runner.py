@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -46,7 +46,7 @@ from hfrelease.evaluation.plan import (
     serve_command,
 )
 from hfrelease.evaluation.timeouts import MAX_RETRIES, gate_request_timeout, stall_window
-from hfrelease.evaluation.verdict import judge_samples
+from hfrelease.evaluation.verdict import Verdict, gate_verdict, headline_value
 from hfrelease.ledger.atomic import write_atomic
 from hfrelease.ledger.hashing import HashCache
 from hfrelease.ledger.provenance import hardware, now_utc_iso, versions
@@ -62,7 +62,6 @@ from hfrelease.serving.process import VllmServer, check_identity, free_port, lau
 from hfrelease.serving.stall import Progress, StallWatch
 from hfrelease.sources import artifact_content
 
-Verdict = Literal["pass", "fail", "void", "reference", "no-reference"]
 AfterGates = Callable[[ServerJob, VllmServer, ServeCommand], None]
 
 
@@ -542,46 +541,23 @@ def judge(
             origin: Literal["measured", "recorded"] = (
                 "measured" if (job.artifact.id, gate.id) in measured else "recorded"
             )
+            ref: LedgerRecord | None = None
+            if job.artifact.id != reference.id and record.status == "ok":
+                if gate.id not in reference_records:
+                    reference_records[gate.id] = measured.get((reference.id, gate.id)) or _reference_record(
+                        manifest, gate, ledger=ledger, hash_cache=hash_cache, any_harness=any_harness)
+                ref = reference_records[gate.id]
+            judged = gate_verdict(gate, record, reference_id=reference.id, reference=ref, samples=ledger.load_samples)
             metric = record.metrics.get(gate.metric)
-            raw_value = record.extra.get("value", metric.value if metric else None)
-            value = float(raw_value) if isinstance(raw_value, int | float) else float("nan")
-            base = GateRow(
+            value = headline_value(gate, record)
+            rows.append(GateRow(
                 artifact_id=job.artifact.id, gate_id=gate.id, label=gate.label or gate.id, origin=origin,
-                status=record.status, value=value, stderr=metric.stderr if metric else None, n=record.n,
-                truncated=record.truncated, empty=record.empty, mode=gate.mode, verdict="void",
-                reason=record.void_reason or "void",
-            )
-            if record.status == "void":
-                rows.append(base)
-                continue
-            if job.artifact.id == reference.id:
-                verdict: Verdict = "reference"
-                reason = "the reference"
-                if gate.floor is not None and not _meets_floor(value, gate):
-                    verdict, reason = "fail", f"below the floor {gate.floor:g}"
-                rows.append(replace(base, verdict=verdict, reason=reason))
-                continue
-            if gate.id not in reference_records:
-                reference_records[gate.id] = measured.get((reference.id, gate.id)) or _reference_record(
-                    manifest, gate, ledger=ledger, hash_cache=hash_cache, any_harness=any_harness)
-            ref = reference_records[gate.id]
-            if ref is None or ref.status != "ok":
-                rows.append(replace(base, verdict="no-reference",
-                                    reason=f"no valid reference result for {gate.id}: evaluate {reference.id}"))
-                continue
-            try:
-                judged = judge_samples(gate, ledger.load_samples(record), ledger.load_samples(ref))
-            except MeasurementError as exc:
-                rows.append(replace(base, verdict="no-reference", reason=exc.message))
-                continue
-            rows.append(replace(base, verdict=judged.verdict, reason=judged.reason, comparison=judged.comparison,
-                                checks=judged.checks))
+                status=record.status, value=float("nan") if value is None else value,
+                stderr=metric.stderr if metric else None, n=record.n, truncated=record.truncated,
+                empty=record.empty, mode=gate.mode, verdict=judged.verdict, reason=judged.reason,
+                comparison=judged.comparison, checks=judged.checks,
+            ))
     return rows
-
-
-def _meets_floor(value: float, gate: Gate) -> bool:
-    assert gate.floor is not None
-    return value >= gate.floor if gate.higher_is_better else value <= gate.floor
 
 
 def _reference_record(

@@ -1,5 +1,13 @@
 """The verdict of one gate on one artifact against the reference: the one function eval, the release
-decision and the cards all call, so they never disagree.
+decision and the cards all call (`gate_verdict`), so they never disagree.
+
+`gate_verdict` takes one recorded result and decides, in this order:
+
+- **void**: the record itself is void (cut-off answers, failed requests): its reason.
+- **reference**: the reference's own result, unless the gate has a `floor` the reference misses: then
+  **fail** (a reference below the floor means the gate cannot pass on this family at all).
+- **no-reference**: no valid ("ok") reference record, or none sharing a sample with the artifact's.
+- **pass** / **fail**: `judge_samples` below.
 
 Every check is a paired bootstrap (`hfrelease.evaluation.comparison.paired_comparison`) over the samples
 both records share, judged as non-inferiority with the check's own margin:
@@ -18,13 +26,16 @@ The gate passes when every check passes; the reason is the first failing check's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from hfrelease.errors import MeasurementError
 from hfrelease.evaluation.comparison import Comparison, paired_comparison
-from hfrelease.ledger.record import Sample
+from hfrelease.ledger.record import LedgerRecord, Sample
 from hfrelease.manifest import Gate
+
+Verdict = Literal["pass", "fail", "void", "reference", "no-reference"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,3 +109,63 @@ def judge_samples(gate: Gate, artifact: Sequence[Sample], reference: Sequence[Sa
     chosen = failed[0] if failed else headline[0]
     verdict: Literal["pass", "fail"] = "fail" if failed else "pass"
     return Judgement(verdict=verdict, reason=reasons[chosen], comparison=headline[1], checks=tuple(checks))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateVerdict:
+    """What `gate_verdict` decided about one recorded result: the verdict, its reason, and the comparison
+    with the reference when there was one."""
+
+    verdict: Verdict
+    reason: str
+    comparison: Comparison | None = None
+    checks: tuple[tuple[str, Comparison], ...] = ()
+
+
+def headline_value(gate: Gate, record: LedgerRecord) -> float | None:
+    """The gate's headline number in `record`: the value the gate recorded, else its metric's (None: neither)."""
+    metric = record.metrics.get(gate.metric)
+    raw = record.extra.get("value", metric.value if metric else None)
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        return None
+    return float(raw)
+
+
+def _reference_floor(gate: Gate, value: float | None) -> GateVerdict:
+    if gate.floor is None:
+        return GateVerdict(verdict="reference", reason="the reference")
+    meets = value is not None and (value >= gate.floor if gate.higher_is_better else value <= gate.floor)
+    if meets:
+        return GateVerdict(verdict="reference", reason="the reference")
+    side = "below the floor" if gate.higher_is_better else "above the ceiling"
+    shown = "no value" if value is None else f"{value:.4f}"
+    return GateVerdict(verdict="fail", reason=f"the reference's {shown} is {side} {gate.floor:g}")
+
+
+def gate_verdict(
+    gate: Gate,
+    record: LedgerRecord,
+    *,
+    reference_id: str,
+    reference: LedgerRecord | None,
+    samples: Callable[[LedgerRecord], Sequence[Sample]],
+) -> GateVerdict:
+    """The verdict of `record` (a gate result of any artifact, the reference's included) under `gate`.
+
+    `reference`: the reference's record to compare with (ignored when `record` is the reference's own);
+    `samples`: how the caller reads a record's per-sample outcomes (the ledger's samples file, or those a
+    card's inputs already hold).
+    """
+    if record.status == "void":
+        return GateVerdict(verdict="void", reason=record.void_reason or "void")
+    if record.artifact_id == reference_id:
+        return _reference_floor(gate, headline_value(gate, record))
+    if reference is None or reference.status != "ok":
+        return GateVerdict(verdict="no-reference",
+                           reason=f"no valid reference result for {gate.id}: evaluate {reference_id}")
+    try:
+        judged = judge_samples(gate, samples(record), samples(reference))
+    except MeasurementError as exc:
+        return GateVerdict(verdict="no-reference", reason=exc.message)
+    return GateVerdict(verdict=judged.verdict, reason=judged.reason, comparison=judged.comparison,
+                       checks=judged.checks)

@@ -17,14 +17,6 @@ from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest, load_manifest
 
 
-@pytest.fixture
-def family(fixture_family: Path) -> Manifest:
-    for name, seed in (("ref", 0), ("fp8", 1), ("draft", 2)):
-        weights = np.random.default_rng(seed).standard_normal((4, 4)).astype("float32")
-        save_file({"w": weights}, str(fixture_family / "checkpoints" / name / "model.safetensors"))
-    return load_manifest(fixture_family)
-
-
 def _record(job_key: str, artifact: str, artifact_hash: str, gate: str, scores: list[float], *,
             status: str = "ok", started_at: str = "2026-11-29T12:00:00Z") -> LedgerRecord:
     samples = tuple(Sample(doc_id=str(i), score=s, truncated=False, empty=False) for i, s in enumerate(scores))
