@@ -44,6 +44,7 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
     from hfrelease.check import default_manifests, summarize
     from hfrelease.cli.output import err_console, print_error, print_json
     from hfrelease.preflight import run_preflight
+    from hfrelease.stages.cards import LintSettings, lint_stage
     from hfrelease.stages.runner import cache_dir
 
     paths = list(manifests) or default_manifests(Path.cwd())
@@ -88,7 +89,8 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
                 for note in report.notes:
                     err_console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
         if cards:
-            summary["cards"] = _lint_cards(manifest, max_age_days=max_age_days, since=since)
+            summary["cards"] = lint_stage(manifest, LintSettings(max_age_days=max_age_days, since=since),
+                                          announce=err_console.print).as_dict()
             if summary["cards"]["problems"]:
                 ok = False
                 if not as_json:
@@ -134,28 +136,6 @@ def _serve_arg_problems(manifest: Manifest, *, source: str, quiet: bool) -> list
             "every server start parses them with vLLM's own parser first", markup=False, highlight=False,
         )
     return list(problems or ())
-
-
-def _lint_cards(manifest: Manifest, *, max_age_days: int | None, since: str | None = None) -> dict[str, Any]:
-    from datetime import UTC, datetime
-
-    from hfrelease.cards import lint_cards, read_cards, read_inputs
-    from hfrelease.errors import HfreleaseError
-
-    cards, problems = read_cards(manifest)
-    try:
-        inputs = read_inputs(manifest)
-    except HfreleaseError as exc:
-        return {"checked": len(cards), "problems": [*problems, f"ledger unreadable: {exc.message}"]}
-    if since is not None:
-        import dataclasses
-
-        from hfrelease.cli.compare import read_comparison
-
-        comparison = read_comparison(since, str(manifest.root / "results"), manifest, hub=None, hub_root=None)
-        inputs = dataclasses.replace(inputs, changes=comparison)
-    problems += lint_cards(manifest, cards, inputs=inputs, today=datetime.now(UTC).date(), max_age_days=max_age_days)
-    return {"checked": len(cards), "problems": problems}
 
 
 def _show(manifest: Manifest, path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,33 +45,17 @@ def compare(
     readable ledger (unknown tag, unreadable ref, not a ledger, two families), 6 for a damaged record,
     7 when the Hub fails.
     """
+    from hfrelease.cli.output import err_console
     from hfrelease.manifest import find_manifest, load_manifest
+    from hfrelease.stages.cards import read_comparison
 
     if as_json and markdown:
         raise click.UsageError("--json and --markdown: choose one")
     manifest: Manifest | None = None
     if manifest_path is not None or _needs_manifest(old) or _needs_manifest(new):
         manifest = load_manifest(find_manifest(manifest_path or Path()), check_files=False)
-    _print(read_comparison(old, new, manifest, hub=hub, hub_root=hub_root), as_json=as_json, markdown=markdown)
-
-
-def read_comparison(
-    old: str, new: str, manifest: Manifest | None, *, hub: str | None, hub_root: Path | None
-) -> FamilyComparison:
-    """`compare_family`, with the Hub opened (the built-in one for `local`) when a side is a release tag."""
-    from hfrelease.compare import compare_family
-
-    tags = [s for s in (old, new) if not s.startswith("git:") and (s.startswith("hub:") or not Path(s).is_dir())]
-    if manifest is None or not tags:
-        return compare_family(old, new, manifest=manifest)
-    from hfrelease.cli.output import err_console
-    from hfrelease.publish import open_hub, resolve_token
-
-    endpoint = hub or os.environ.get("HF_ENDPOINT") or manifest.publish.endpoint
-    with open_hub(endpoint, family_root=manifest.root, hub_root=hub_root, announce=err_console.print) as target:
-        token = target.token or resolve_token()
-        return compare_family(old, new, manifest=manifest, endpoint=target.endpoint,
-                              token=token.value if token else None)
+    comparison = read_comparison(old, new, manifest, hub=hub, hub_root=hub_root, announce=err_console.print)
+    _print(comparison, as_json=as_json, markdown=markdown)
 
 
 def _print(comparison: FamilyComparison, *, as_json: bool, markdown: bool) -> None:

@@ -1,4 +1,4 @@
-"""`hfrelease render`: parse options, call the card stage (`hfrelease.cards`), print what changed."""
+"""`hfrelease render`: parse options, call the render stage (`hfrelease.stages.cards`), print what changed."""
 
 from __future__ import annotations
 
@@ -26,37 +26,20 @@ def render(
     Every number comes from a ledger record; a gate the manifest promises but the ledger lacks stops
     the render (exit 6) naming it. Speed sections without records say "not measured".
     """
-    from hfrelease.cards import apply_changes, plan_changes, read_inputs, render_family, unified_diff
     from hfrelease.cli.output import err_console, print_json
-    from hfrelease.manifest import find_manifest, load_manifest
+    from hfrelease.stages.cards import RenderSettings, render_stage
 
-    loaded = load_manifest(find_manifest(manifest), check_files=False)
-    known = {a.id for a in loaded.artifact}
-    unknown = [a for a in artifacts if a not in known]
-    if unknown:
-        raise click.BadParameter(f"not artifacts of {loaded.family.name}: {', '.join(unknown)}",
-                                 param_hint="--artifact")
-    inputs = read_inputs(loaded)
-    if since is not None:
-        import dataclasses
-
-        from hfrelease.cli.compare import read_comparison
-
-        comparison = read_comparison(since, str(loaded.root / "results"), loaded, hub=hub, hub_root=hub_root)
-        inputs = dataclasses.replace(inputs, changes=comparison)
-    rendered = render_family(inputs, plots=not no_plots, artifacts=list(artifacts) or None)
-    changes = plan_changes(rendered, loaded.root)
-    if no_plots:
-        changes = [c for c in changes if c.path.parent.name != "plots"]
+    report = render_stage(RenderSettings(manifest=manifest, artifacts=artifacts, plots=not no_plots, write=not diff,
+                                         since=since, hub=hub, hub_root=hub_root), announce=err_console.print)
     if as_json:
-        print_json([{"path": str(c.path), "status": c.status} for c in changes])
+        print_json(report.as_dict()["changes"])
     if diff:
-        click.echo(unified_diff(changes, loaded.root), nl=False)
+        click.echo(report.diff(), nl=False)
         if not as_json:
-            err_console.print(f"{len(changes)} file{'s' if len(changes) != 1 else ''} would change (nothing written)")
+            n = len(report.changes)
+            err_console.print(f"{n} file{'s' if n != 1 else ''} would change (nothing written)")
         return
-    apply_changes(changes)
     if not as_json:
-        for change in changes:
+        for change in report.changes:
             err_console.print(f"{change.status:>8} {change.path}")
-        err_console.print(f"[green]✓[/] {len(rendered.cards)} cards rendered, {len(changes)} files changed")
+        err_console.print(f"[green]✓[/] {report.cards} cards rendered, {len(report.changes)} files changed")

@@ -16,8 +16,9 @@ from hfrelease.ledger.hashing import HashCache
 from hfrelease.manifest import Manifest, load_manifest
 from hfrelease.publish.events import OnEvent
 from hfrelease.publish.gates import GateCheck, check_gates
+from hfrelease.publish.plan import ReleasePlan
 from hfrelease.publish.record import published_dir, record_published
-from hfrelease.publish.release import Echo, ReleaseOutcome, ReleasePlan, execute_release, plan_release
+from hfrelease.publish.release import Echo, ReleaseOutcome, execute_release, plan_release
 from hfrelease.publish.target import disable_xet, open_hub
 from hfrelease.publish.tokens import Token, resolve_token
 

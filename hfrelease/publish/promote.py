@@ -32,7 +32,7 @@ from hfrelease.publish.verify import verify_revision
 from hfrelease.redact import redact
 
 if TYPE_CHECKING:
-    from hfrelease.publish.release import ReleasePlan, RepoPlan
+    from hfrelease.publish.plan import ReleasePlan, RepoPlan
 
 RepoStatus = Literal["published", "tagged", "already-published", "staged"]
 
