@@ -23,6 +23,7 @@ from hfrelease.evaluation.runner import GateRow, judge
 from hfrelease.ledger.hashing import HashCache
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest
+from hfrelease.manifest.selection import select
 from hfrelease.speed.verdict import DraftCheck
 
 # The jobs of `.github/workflows/release.yml`, in order; the rehearsal runs the same ones under the same names.
@@ -72,11 +73,7 @@ def eval_matrix(manifest: Manifest, artifacts: Sequence[str] = (), gates: Sequen
     """
     from hfrelease.evaluation.plan import gate_artifacts
 
-    known = [a.id for a in manifest.artifact]
-    unknown = [a for a in artifacts if a not in known]
-    if unknown:
-        raise ConfigError("hfrelease release", [ConfigProblem(
-            location="--artifact", message=f"no artifact {name!r} (known: {', '.join(known)})") for name in unknown])
+    select(manifest, artifacts=artifacts, gates=gates)
     with_gates = {a for g in manifest.gate if not gates or g.id in gates for a in gate_artifacts(manifest, g)}
     return [MatrixEntry(artifact=a.id, publish=a.publish) for a in manifest.artifact
             if (a.id in with_gates or (a.kind == "draft" and not gates)) and (not artifacts or a.id in artifacts)]

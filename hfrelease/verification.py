@@ -19,6 +19,7 @@ from pathlib import Path
 from hfrelease.bundle import MANIFEST_NAME
 from hfrelease.errors import HubError, PublishError
 from hfrelease.manifest import Manifest
+from hfrelease.manifest.selection import select
 from hfrelease.serving.command import build_serve_command
 from hfrelease.serving.plugin import ensure_plugin
 from hfrelease.serving.process import VllmServer, free_port
@@ -73,6 +74,7 @@ def verify_family(
     from hfrelease.publish.record import published_dir, read_local_bundle
     from hfrelease.publish.verify import check_release
 
+    select(manifest, artifacts=artifacts)
     tag = manifest.tag_name()
     explicit = bundle_dir is not None
     bundles = bundle_dir if bundle_dir is not None else published_dir(manifest.root, tag)

@@ -41,9 +41,10 @@ from hfrelease.bundle.gather import (
 )
 from hfrelease.bundle.manifest_file import MANIFEST_NAME, ManifestEntry, render_manifest
 from hfrelease.bundle.plugin_check import PluginChecker, PluginReport, check_plugin
-from hfrelease.errors import ExitCode, HfreleaseError, UsageError
+from hfrelease.errors import ExitCode, HfreleaseError
 from hfrelease.ledger.hashing import FileHash, HashCache, hash_files
 from hfrelease.manifest import Artifact, Manifest
+from hfrelease.manifest.selection import select
 
 HASH_THREADS = 4  # at most; fewer on fewer cores (one thread per core keeps reads sequential per file)
 SMALL_FILE = 16 * 1024 * 1024  # below this, a file is hashed on the calling thread (see `_hash_all`)
@@ -141,9 +142,7 @@ def bundle_family(
 ) -> FamilyBundle:
     """Plan every published artifact's repo; raise `BundleRefusedError` listing every file that cannot go."""
     chosen = [a for a in manifest.artifact if a.publish and (not artifacts or a.id in artifacts)]
-    unknown = set(artifacts) - {a.id for a in manifest.artifact}
-    if unknown:
-        raise UsageError(f"no artifact {', '.join(sorted(unknown))} in the manifest", hint="See `hfrelease check`.")
+    select(manifest, artifacts=artifacts)
     read_before = cache.bytes_read if cache is not None else 0
     plugins: dict[Path, PluginReport] = {}
     gathered: list[tuple[Artifact, Candidates, Path | None]] = []

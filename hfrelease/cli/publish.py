@@ -21,10 +21,13 @@ _MANIFEST = click.argument("manifest", type=click.Path(path_type=Path), default=
 _ARTIFACT = click.option("--artifact", "artifacts", multiple=True, help="Only this artifact id (repeatable).")
 
 
-def _load(manifest: Path) -> Any:
+def _load(manifest: Path, artifacts: tuple[str, ...]) -> tuple[Any, tuple[str, ...]]:
+    """The manifest and the --artifact selection checked against it (`hfrelease.manifest.selection`)."""
     from hfrelease.manifest import find_manifest, load_manifest
+    from hfrelease.manifest.selection import select
 
-    return load_manifest(find_manifest(manifest))
+    loaded = load_manifest(find_manifest(manifest))
+    return loaded, select(loaded, artifacts=artifacts).artifacts
 
 
 @click.command()
@@ -44,8 +47,9 @@ def bundle(manifest: Path, artifacts: tuple[str, ...], out: Path | None, as_json
     from hfrelease.cli.output import err_console
     from hfrelease.stages.runner import default_hash_cache
 
+    loaded, artifacts = _load(manifest, artifacts)
     cache = default_hash_cache()  # the one `eval` fills: weights hashed there are not read again
-    result = bundle_family(_load(manifest), cache=cache, artifacts=artifacts)
+    result = bundle_family(loaded, cache=cache, artifacts=artifacts)
     cache.save()
     if out is not None:
         for directory in write_bundle(result, out):
@@ -119,11 +123,12 @@ def publish(
     def echo(line: str) -> None:
         err_console.print(f"[dim]{line}[/]", soft_wrap=True, markup=True, highlight=False)
 
+    loaded, artifacts = _load(manifest, artifacts)
     cache = default_hash_cache()  # the one `eval` fills: weights hashed there are not read again
     # Not with -vv: huggingface_hub's debug log would scroll through the live display.
     with release_progress(err_console, enabled=err_console.is_terminal and verbose < 2) as on_event:
         report = publish_family(
-            _load(manifest), hub=hub, hub_root=hub_root, dry_run=dry_run, pr=pr, artifacts=artifacts, cache=cache,
+            loaded, hub=hub, hub_root=hub_root, dry_run=dry_run, pr=pr, artifacts=artifacts, cache=cache,
             echo=echo, on_event=on_event, allow_failed_gates=allow_failed_gates,
         )  # fmt: skip
     cache.save()

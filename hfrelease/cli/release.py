@@ -56,6 +56,7 @@ def release(
     and each job's report says so. The jobs see the Hub as a runner does: HF_ENDPOINT, secrets.HF_TOKEN.
     """
     from hfrelease.manifest import load_manifest
+    from hfrelease.manifest.selection import select
     from hfrelease.release_policy import check_tag
     from hfrelease.stages.runner import default_hash_cache
 
@@ -70,6 +71,8 @@ def release(
         _rehearse(manifest, hub=hub, tag=tag, work_dir=work_dir, hub_root=hub_root, workflow_file=workflow_file)
         return
     loaded = load_manifest(manifest)
+    chosen = select(loaded, artifacts=artifacts, gates=gates)
+    artifacts, gates = chosen.artifacts, chosen.gates
     check_tag(loaded, tag)
     if only == "check":
         _only_check(loaded, artifacts=artifacts, gates=gates)

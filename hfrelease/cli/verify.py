@@ -35,10 +35,12 @@ def verify(
 
     from hfrelease.cli.output import err_console
     from hfrelease.manifest import load_manifest
+    from hfrelease.manifest.selection import select
     from hfrelease.publish import open_hub, resolve_token
     from hfrelease.verification import serve_downloaded, verification_error, verify_family
 
     loaded = load_manifest(manifest)
+    artifacts = select(loaded, artifacts=artifacts, serve=serve_id).artifacts
     target_dir = out or Path(tempfile.mkdtemp(prefix="hfrelease-verify-"))
     with open_hub(hub or loaded.publish.endpoint, family_root=loaded.root, hub_root=hub_root,
                   announce=err_console.print) as target:

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hfrelease.errors import ArtifactError, ConfigError, ConfigProblem
+from hfrelease.errors import ArtifactError
 from hfrelease.evaluation.custom_gate import custom_gate_argv
 from hfrelease.evaluation.lm_eval_gate import LmEvalCall, lm_eval_call
 from hfrelease.ledger.hashing import ContentHash, HashCache, hash_artifact
 from hfrelease.ledger.record import LedgerRecord, input_key
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Artifact, Gate, Manifest
+from hfrelease.manifest.selection import select
 from hfrelease.serving.command import ServeCommand, build_serve_command
 from hfrelease.sources import artifact_content
 
@@ -250,17 +251,7 @@ def plan_eval(
     (`hfrelease.sources`), so recorded results are still found. `any_harness` finds records made with
     another vLLM / lm-eval than the one installed here (`find_gate_record`): for judging, not measuring.
     """
-    known_artifacts = [a.id for a in manifest.artifact]
-    known_gates = [g.id for g in manifest.gate]
-    problems = [
-        ConfigProblem(location="--artifact", message=f"no artifact {name!r} (known: {', '.join(known_artifacts)})")
-        for name in artifacts if name not in known_artifacts
-    ] + [
-        ConfigProblem(location="--gate", message=f"no gate {name!r} (known: {', '.join(known_gates)})")
-        for name in gates if name not in known_gates
-    ]
-    if problems:
-        raise ConfigError("hfrelease eval", problems)
+    select(manifest, artifacts=artifacts, gates=gates)
     servers: list[ServerJob] = []
     reference_sha = _reference_sha(manifest, hash_cache=hash_cache, hasher=hasher, gates=gates)
     for artifact in manifest.artifact:

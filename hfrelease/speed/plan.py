@@ -13,11 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hfrelease.errors import ArtifactError, ConfigError, ConfigProblem
+from hfrelease.errors import ArtifactError
 from hfrelease.ledger.hashing import ContentHash, HashCache, hash_artifact
 from hfrelease.ledger.record import LedgerRecord, input_key
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Artifact, Manifest, Speculative, Workload
+from hfrelease.manifest.selection import select
 from hfrelease.serving.command import ServeCommand, build_serve_command
 from hfrelease.sources import artifact_content
 from hfrelease.speed import bench
@@ -145,17 +146,7 @@ def plan_speed(
     """
     from hfrelease.ledger.provenance import versions
 
-    known_artifacts = [a.id for a in manifest.artifact]
-    known_workloads = [w.id for w in manifest.workload]
-    problems = [
-        ConfigProblem(location="--artifact", message=f"no artifact {name!r} (known: {', '.join(known_artifacts)})")
-        for name in artifacts if name not in known_artifacts
-    ] + [
-        ConfigProblem(location="--workload", message=f"no workload {name!r} (known: {', '.join(known_workloads)})")
-        for name in workloads if name not in known_workloads
-    ]
-    if problems:
-        raise ConfigError("hfrelease eval --speed", problems)
+    select(manifest, artifacts=artifacts, workloads=workloads)
     vllm_version = versions().get("vllm")
     # (artifact id, spec id) -> [(workload, concurrency)], in manifest order: servers start in the order
     # their first workload appears, "none" before the configs it is compared with.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hfrelease.errors import ExitCode, UsageError
+from hfrelease.errors import ExitCode
 
 if TYPE_CHECKING:
     from hfrelease.cards import CardInputs
@@ -97,15 +97,13 @@ def render_stage(settings: RenderSettings, *, announce: Callable[[str], None] | 
     """
     from hfrelease.cards import apply_changes, plan_changes, read_inputs, render_family
     from hfrelease.manifest import find_manifest, load_manifest
+    from hfrelease.manifest.selection import select
 
     loaded = load_manifest(find_manifest(settings.manifest), check_files=False)
-    known = {a.id for a in loaded.artifact}
-    unknown = [a for a in settings.artifacts if a not in known]
-    if unknown:
-        raise UsageError(f"--artifact: not artifacts of {loaded.family.name}: {', '.join(unknown)}")
+    artifacts = select(loaded, artifacts=settings.artifacts).artifacts
     inputs = _with_changes(read_inputs(loaded), since=settings.since, hub=settings.hub, hub_root=settings.hub_root,
                            announce=announce)
-    rendered = render_family(inputs, plots=settings.plots, artifacts=list(settings.artifacts) or None)
+    rendered = render_family(inputs, plots=settings.plots, artifacts=list(artifacts) or None)
     changes = plan_changes(rendered, loaded.root)
     if not settings.plots:  # plot files on disk are left as they are
         changes = [c for c in changes if c.path.parent.name != "plots"]

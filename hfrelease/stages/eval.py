@@ -126,13 +126,16 @@ class _Resolved:
 
 def _resolve(settings: EvalSettings) -> _Resolved:
     from hfrelease.manifest import find_manifest, load_manifest
+    from hfrelease.manifest.selection import select
 
     loaded = load_manifest(settings.manifest)
+    # Every unknown --artifact/--gate/--workload at once, before the guard starts vLLM's parser.
+    chosen = select(loaded, artifacts=settings.artifacts, gates=settings.gates, workloads=settings.workloads)
     if settings.endpoint is None:  # the serve guard, in dry runs too: vLLM's parser reads the manifest's args
         from hfrelease.serving.guard import require_safe_manifest
 
         require_safe_manifest(loaded, source=str(find_manifest(settings.manifest)))
-    artifacts, gates = settings.artifacts, settings.gates
+    artifacts, gates = chosen.artifacts, chosen.gates
     speed = settings.speed or settings.speed_only
     speed_only = settings.speed_only
     # A draft's job (the release matrix runs `eval --artifact DRAFT` like any other entry): its speed
