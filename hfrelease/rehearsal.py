@@ -28,8 +28,8 @@ from hfrelease.ci import CiEnvironment, append_summary, markdown_table
 from hfrelease.errors import ConfigError, ConfigProblem, ExitCode, HfreleaseError, PublishError, UsageError
 from hfrelease.ledger.hashing import HashCache
 from hfrelease.manifest import Manifest, find_manifest, load_manifest
-from hfrelease.publish import LOCAL, PublishReport, open_hub, publish_family, resolve_token
-from hfrelease.verification import VerifiedRepo, verification_error, verify_family
+from hfrelease.publish import LOCAL, PublishReport, open_hub, resolve_token
+from hfrelease.verification import VerifiedRepo
 
 # `--hub manifest`: the manifest's [publish].endpoint, so a workflow never restates where the family goes.
 MANIFEST_HUB = "manifest"
@@ -192,6 +192,7 @@ def publish_and_verify(
     rehearsal's jobs point it at the built-in Hub).
     """
     from hfrelease.sources import hub_access
+    from hfrelease.stages.publish import PublishSettings, VerifySettings, publish_stage, verify_stage
 
     target_hub = (os.environ.get("HF_ENDPOINT") or manifest.publish.endpoint) if hub == MANIFEST_HUB else hub
     if target_hub != LOCAL and resolve_token() is None:
@@ -201,21 +202,20 @@ def publish_and_verify(
             hint="Give the publish job's environment an HF_TOKEN secret (a fine-grained token with write access "
                  "to the family's repos), or set HF_OIDC_RESOURCE for trusted publishing.")
     with hub_access():
-        report = publish_family(manifest, hub=target_hub, hub_root=hub_root, dry_run=False, artifacts=artifacts,
-                                cache=cache, echo=echo, on_event=on_event)
+        # The same stage functions `hfrelease publish` and `hfrelease verify` call.
+        report = publish_stage(PublishSettings(manifest=manifest, hub=target_hub, hub_root=hub_root, dry_run=False,
+                                               artifacts=tuple(artifacts)), cache=cache, echo=echo,
+                               on_event=on_event).report
         if report.outcome is None or report.outcome.status == "staged":
             # [publish].pr: the repos wait as pull requests for review; there is no release tag to verify yet.
             return report, ()
         if out_dir.exists():
             shutil.rmtree(out_dir)
-        with open_hub(target_hub, family_root=manifest.root, hub_root=hub_root) as target:
-            token = target.token or resolve_token()
-            verified = verify_family(manifest, endpoint=target.endpoint, token=token.value if token else None,
-                                     out_dir=out_dir, artifacts=tuple(artifacts))
-        error = verification_error(verified)
-        if error is not None:
-            raise error
-    return report, tuple(verified)
+        verified = verify_stage(VerifySettings(manifest=manifest, out=out_dir, hub=target_hub, hub_root=hub_root,
+                                               artifacts=tuple(artifacts)))
+        if verified.error is not None:
+            raise verified.error
+    return report, verified.verified
 
 
 _MARKS = {"success": "✅ success", "failure": "❌ failure", "skipped": "⏭️ skipped", "cancelled": "🚫 cancelled"}

@@ -1,11 +1,11 @@
-"""`hfrelease bundle` and `hfrelease publish`: parse options, call `bundle_family` / `publish_family`, print."""
+"""`hfrelease bundle` and `hfrelease publish`: parse options, call their stages (`hfrelease.stages.publish`), print."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,21 +13,11 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress, TaskID
 
-    from hfrelease.bundle import FamilyBundle
-    from hfrelease.publish import PublishReport
     from hfrelease.publish.events import OnEvent, PublishEvent
+    from hfrelease.stages.publish import BundleReport, PublishStageReport
 
 _MANIFEST = click.argument("manifest", type=click.Path(path_type=Path), default=Path())
 _ARTIFACT = click.option("--artifact", "artifacts", multiple=True, help="Only this artifact id (repeatable).")
-
-
-def _load(manifest: Path, artifacts: tuple[str, ...]) -> tuple[Any, tuple[str, ...]]:
-    """The manifest and the --artifact selection checked against it (`hfrelease.manifest.selection`)."""
-    from hfrelease.manifest import find_manifest, load_manifest
-    from hfrelease.manifest.selection import select
-
-    loaded = load_manifest(find_manifest(manifest))
-    return loaded, select(loaded, artifacts=artifacts).artifacts
 
 
 @click.command()
@@ -43,39 +33,24 @@ def bundle(manifest: Path, artifacts: tuple[str, ...], out: Path | None, as_json
     that are not weights, version-control and cache directories, and files nobody declared. Checks the vLLM
     plugin installs.
     """
-    from hfrelease.bundle import bundle_family, write_bundle
     from hfrelease.cli.output import err_console
-    from hfrelease.stages.runner import default_hash_cache
+    from hfrelease.stages.publish import BundleSettings, bundle_stage
 
-    loaded, artifacts = _load(manifest, artifacts)
-    cache = default_hash_cache()  # the one `eval` fills: weights hashed there are not read again
-    result = bundle_family(loaded, cache=cache, artifacts=artifacts)
-    cache.save()
-    if out is not None:
-        for directory in write_bundle(result, out):
-            err_console.print(f"wrote {directory}")
-    _print_bundle(result, as_json=as_json)
+    report = bundle_stage(BundleSettings(manifest=manifest, artifacts=artifacts, out=out))
+    for directory in report.written:
+        err_console.print(f"wrote {directory}")
+    _print_bundle(report, as_json=as_json)
 
 
-def _bundle_data(result: FamilyBundle) -> dict[str, Any]:
-    return {
-        "family": result.family, "version": result.version, "tag": result.tag, "bytes_hashed": result.bytes_hashed,
-        "repos": [{
-            "artifact": r.artifact_id, "repo": r.repo, "weights_sha256": r.content_hash, "notes": list(r.notes),
-            "plugin_entry_points": list(r.plugin.entry_points) if r.plugin else [],
-            "files": [{"path": f.path, "role": f.role, "size": f.size, "sha256": f.sha256} for f in r.files],
-        } for r in result.repos],
-    }  # fmt: skip
-
-
-def _print_bundle(result: FamilyBundle, *, as_json: bool) -> None:
+def _print_bundle(report: BundleReport, *, as_json: bool) -> None:
     from rich.markup import escape
 
     from hfrelease.cli.output import err_console, make_table, out_console, print_json
 
     if as_json:
-        print_json(_bundle_data(result))
+        print_json(report.as_dict())
         return
+    result = report.bundle
     for repo in result.repos:
         table = make_table("path", "role", "bytes", "sha256", title=f"{repo.repo} ({repo.artifact_id}) @ {result.tag}")
         for item in repo.files:
@@ -110,8 +85,7 @@ def publish(
     --allow-failed-gates.
     """
     from hfrelease.cli.output import err_console
-    from hfrelease.publish import publish_family
-    from hfrelease.stages.runner import default_hash_cache
+    from hfrelease.stages.publish import PublishSettings, publish_stage
 
     verbose = (ctx.obj or {}).get("verbose", 0)
     if verbose >= 2:
@@ -123,15 +97,11 @@ def publish(
     def echo(line: str) -> None:
         err_console.print(f"[dim]{line}[/]", soft_wrap=True, markup=True, highlight=False)
 
-    loaded, artifacts = _load(manifest, artifacts)
-    cache = default_hash_cache()  # the one `eval` fills: weights hashed there are not read again
+    settings = PublishSettings(manifest=manifest, artifacts=artifacts, hub=hub, hub_root=hub_root, dry_run=dry_run,
+                               pr=pr, allow_failed_gates=allow_failed_gates)
     # Not with -vv: huggingface_hub's debug log would scroll through the live display.
     with release_progress(err_console, enabled=err_console.is_terminal and verbose < 2) as on_event:
-        report = publish_family(
-            loaded, hub=hub, hub_root=hub_root, dry_run=dry_run, pr=pr, artifacts=artifacts, cache=cache,
-            echo=echo, on_event=on_event, allow_failed_gates=allow_failed_gates,
-        )  # fmt: skip
-    cache.save()
+        report = publish_stage(settings, echo=echo, on_event=on_event)
     _print_report(report, as_json=as_json, verbose=verbose)
 
 
@@ -212,40 +182,16 @@ def release_progress(console: Console, *, enabled: bool) -> Iterator[OnEvent | N
             enable_progress_bars()
 
 
-def _report_data(report: PublishReport) -> dict[str, Any]:
-    outcome = report.outcome
-    return {
-        "endpoint": report.endpoint, "tag": report.plan.tag, "dry_run": report.dry_run,
-        "failed_gates_allowed": [{"artifact": p.artifact, "gate": p.gate, "verdict": p.kind, "text": p.text}
-                                 for p in report.gates.failed],
-        "unjudged_gates": [{"artifact": p.artifact, "gate": p.gate, "verdict": p.kind, "text": p.text}
-                           for p in report.gates.unjudged],
-        "dry_run_reason": report.dry_run_reason, "token": report.token_source,
-        "repos": [{
-            "repo": r.repo, "artifact": r.bundle.artifact_id, "action": r.action, "tag_state": r.tag_state,
-            "tag_commit": r.tag_commit, "main": r.main.commit if r.main else None,
-            "added": [{"path": f.path, "size": f.size} for f in r.changes.added],
-            "changed": [{"path": f.path, "size": f.size} for f in r.changes.changed],
-            "deleted": list(r.changes.deleted), "unchanged": len(r.changes.unchanged),
-            "bytes_to_send": r.changes.bytes_to_send, "card_diff": r.card_diff, "notes": list(r.bundle.notes),
-        } for r in report.plan.repos],
-        "outcome": None if outcome is None else {
-            "status": outcome.status, "message": outcome.message,
-            "repos": [{"repo": o.repo, "status": o.status, "commit": o.commit, "staged_ref": o.staged_ref}
-                      for o in outcome.repos],
-        },
-    }  # fmt: skip
-
-
-def _print_report(report: PublishReport, *, as_json: bool, verbose: int) -> None:
+def _print_report(stage: PublishStageReport, *, as_json: bool, verbose: int) -> None:
     from rich.markup import escape
 
     from hfrelease.cli.output import err_console, make_table, out_console, print_json
     from hfrelease.redact import redact
 
     if as_json:
-        print_json(_report_data(report))
+        print_json(stage.as_dict())
         return
+    report = stage.report
     title = f"{'plan' if report.dry_run else 'release'} {report.plan.tag} -> {report.endpoint}"
     table = make_table("repo", "action", "added", "changed", "deleted", "bytes to send", "tag", title=title)
     for r in report.plan.repos:

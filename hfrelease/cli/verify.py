@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 if TYPE_CHECKING:
-    from hfrelease.verification import ServedCheck, VerifiedRepo
+    from hfrelease.stages.publish import VerifyReport
 
 
 @click.command()
@@ -34,52 +34,26 @@ def verify(
     import tempfile
 
     from hfrelease.cli.output import err_console
-    from hfrelease.manifest import load_manifest
-    from hfrelease.manifest.selection import select
-    from hfrelease.publish import open_hub, resolve_token
-    from hfrelease.verification import serve_downloaded, verification_error, verify_family
+    from hfrelease.stages.publish import VerifySettings, verify_stage
 
-    loaded = load_manifest(manifest)
-    artifacts = select(loaded, artifacts=artifacts, serve=serve_id).artifacts
-    target_dir = out or Path(tempfile.mkdtemp(prefix="hfrelease-verify-"))
-    with open_hub(hub or loaded.publish.endpoint, family_root=loaded.root, hub_root=hub_root,
-                  announce=err_console.print) as target:
-        token = target.token or resolve_token()
-        verified = verify_family(loaded, endpoint=target.endpoint, token=token.value if token else None,
-                                 out_dir=target_dir, artifacts=artifacts, bundle_dir=bundle_dir)
-    error = verification_error(verified)
-    served = None
-    # A copy that failed its checks is not served: the answer would vouch for files nobody released.
-    if serve_id is not None and error is None:
-        copy = next((v.directory for v in verified if v.artifact_id == serve_id), None)
-        if copy is None:
-            raise click.UsageError(f"--serve {serve_id}: not among the verified artifacts")
-        with err_console.status(f"serving the downloaded {serve_id} with vLLM"):
-            served = serve_downloaded(loaded, serve_id, copy, log_path=target_dir / f"{serve_id}.server.log")
-    _print(verified, served, as_json=as_json)
-    if error is not None:
-        raise error
+    settings = VerifySettings(manifest=manifest, out=out or Path(tempfile.mkdtemp(prefix="hfrelease-verify-")), hub=hub,
+                              hub_root=hub_root, artifacts=artifacts, bundle_dir=bundle_dir, serve=serve_id)
+    report = verify_stage(settings, announce=err_console.print,
+                          serving=lambda artifact: err_console.status(f"serving the downloaded {artifact} with vLLM"))
+    _print(report, as_json=as_json)
+    if report.error is not None:
+        raise report.error
 
 
-def _repo_data(v: VerifiedRepo) -> dict[str, Any]:
-    return {"artifact": v.artifact_id, "repo": v.repo, "tag": v.tag, "commit": v.commit, "ok": v.ok,
-            "directory": str(v.directory), "files": v.files, "compared_with": list(v.compared_with),
-            "local_bundle": str(v.local_bundle) if v.local_bundle else None, "problems": list(v.problems)}
-
-
-def _print(verified: list[VerifiedRepo], served: ServedCheck | None, *, as_json: bool) -> None:
+def _print(report: VerifyReport, *, as_json: bool) -> None:
     from rich.markup import escape
 
     from hfrelease.cli.output import err_console, make_table, out_console, print_json
 
     if as_json:
-        print_json({
-            "ok": all(v.ok for v in verified),
-            "verified": [_repo_data(v) for v in verified],
-            "served": None if served is None else {"artifact": served.artifact_id, "command": served.command,
-                                                   "question": served.question, "answer": served.answer},
-        })  # fmt: skip
+        print_json(report.as_dict())
         return
+    verified, served = report.verified, report.served
     table = make_table("artifact", "repo", "tag", "result", "files", "compared with", "downloaded to",
                        title="Verified releases")
     for v in verified:
