@@ -280,7 +280,54 @@ class _View:
             else:
                 lines.append(Markdown(f"{label}: {self.tps(best)} tok/s batch-1 with {code_span(best.speculative)}, "
                                       f"{self.speedup(best)} over no speculation"))
+        if artifact.kind != "reference":
+            lines += self._decode_vs_reference(artifact)
         return lines
+
+    def _decode_vs_reference(self, artifact: Artifact) -> list[Markdown]:
+        """Per workload measured on both, this artifact's decode speed without speculation over the
+        reference's (the seed's "+60 % batch-1 decode vs bf16"), with the range its repeats allow."""
+        lines = []
+        for workload in self.manifest.workload:
+            pair = self.reference_pair(artifact.id, workload.id)
+            if pair is None:
+                continue
+            mine, ref = pair
+            ratio = self.vs_reference(mine, ref)
+            batch = "batch-1" if mine.concurrency == 1 else f"concurrency {mine.concurrency}"
+            lines.append(Markdown(f"{escape_markdown(workload.label or workload.id)}: decode {ratio} the "
+                                  f"reference's without speculation, {batch}: {self.tps(mine)} tok/s against "
+                                  f"{self.tps(ref)}"))
+        return lines
+
+    def reference_pair(self, artifact_id: str, workload_id: str) -> tuple[SpeedPoint, SpeedPoint] | None:
+        """This artifact's and the reference's points without speculation on a workload, at the lowest
+        concurrency both were measured at, or None when one of them is missing."""
+        reference = self.manifest.reference.id
+        mine = {p.concurrency: p for p in self.measured.points(artifact_id=artifact_id, workload_id=workload_id)
+                if p.speculative == NONE}
+        theirs = {p.concurrency: p for p in self.measured.points(artifact_id=reference, workload_id=workload_id)
+                  if p.speculative == NONE}
+        shared = sorted(set(mine) & set(theirs))
+        if not shared or theirs[shared[0]].throughput <= 0:
+            return None
+        return mine[shared[0]], theirs[shared[0]]
+
+    def vs_reference(self, p: SpeedPoint, ref: SpeedPoint) -> Markdown:
+        """`p`'s output tok/s over the reference's point `ref` with its range: the slowest repeat over the
+        reference's fastest to the fastest over its slowest, "1.60x (1.52-1.66)"."""
+        base = f"speed.{p.workload.id}.{p.artifact_id}.{p.speculative}.c{p.concurrency}.vs_reference"
+        label = (f"output tok/s of {p.artifact_id} ({p.speculative}) over the reference without speculation, "
+                 f"{p.workload.id}" + (f", concurrency {p.concurrency}" if p.concurrency != 1 else ""))
+        value = self.numbers.add(base, label, fixed(p.throughput / ref.throughput, 2), [p.entry, ref.entry])
+        mine, theirs = self._spread(p, "output_throughput"), self._spread(ref, "output_throughput")
+        if mine is None or theirs is None or theirs[0] <= 0:
+            return Markdown(f"{value}{TIMES}")
+        low = self.numbers.add(f"{base}.min", f"{label}, lowest (slowest repeat / the reference's fastest)",
+                               fixed(mine[0] / theirs[1], 2), [p.entry, ref.entry])
+        high = self.numbers.add(f"{base}.max", f"{label}, highest (fastest repeat / the reference's slowest)",
+                                fixed(mine[1] / theirs[0], 2), [p.entry, ref.entry])
+        return Markdown(f"{value}{TIMES} ({low}{DASH}{high})")
 
     def _draft_headline(self, artifact: Artifact) -> list[Markdown]:
         """Which workloads this draft wins on its target and which another config wins: a config slower
@@ -642,12 +689,7 @@ class _View:
             text += f" {code_span(point.speculative)}"
         if ref_none is not None and ref_none.throughput > 0 and not (other.kind == "reference"
                                                                      and point.speculative == NONE):
-            ratio = self.numbers.add(
-                f"speed.{workload.id}.{point.artifact_id}.{point.speculative}.c1.vs_reference",
-                f"output tok/s of {point.artifact_id} ({point.speculative}) over the reference without "
-                f"speculation, {workload.id}", fixed(point.throughput / ref_none.throughput, 2),
-                [point.entry, ref_none.entry])
-            text += f", {ratio}{TIMES}"
+            text += f", {self.vs_reference(point, ref_none)}"
         return Markdown(text)
 
     def _choose_when(self, other: Artifact, workload: Workload | None) -> Markdown:  # noqa: PLR0911

@@ -411,6 +411,10 @@ class Workload(Table):
     num_prompts: PositiveInt | None = None
     request_timeout: Seconds | None = None  # per request; default derived from output_len
     artifacts: list[Slug] | None = None  # default: every artifact that is not a draft
+    # Every quant of the family is also measured without speculation at the workload's lowest concurrency
+    # when the workload runs on the reference and does not list it: a quant card states its decode speedup
+    # over the reference on the reference's own workloads. False: only `artifacts` are measured.
+    compare_quants: bool = True
     description: str | None = None
 
 

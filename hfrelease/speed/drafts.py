@@ -50,7 +50,7 @@ def draft_manifest(manifest: Manifest, draft_id: str) -> Manifest:
     target = draft.draft.target
     configs = {s.id for s in manifest.speculative if s.draft == draft_id}
     workloads = [
-        w.model_copy(update={"artifacts": [target],
+        w.model_copy(update={"artifacts": [target], "compare_quants": False,
                              "speculative": [s for s in w.speculative if s == NONE or s in configs]})
         for w in manifest.workload
         if configs & set(w.speculative) and target in workload_artifacts(manifest, w)

@@ -94,6 +94,16 @@ def workload_artifacts(manifest: Manifest, workload: Workload) -> list[str]:
     return [a.id for a in manifest.artifact if a.kind != "draft"]
 
 
+def quant_companions(manifest: Manifest, workload: Workload) -> list[str]:
+    """The quants measured beside the reference on `workload` though it does not list them (`compare_quants`):
+    without speculation, at its lowest concurrency, so each quant's card can state its decode speedup over
+    the reference on the reference's own workloads (the seed cards' "+60 % batch-1 decode vs bf16")."""
+    measured = workload_artifacts(manifest, workload)
+    if not workload.compare_quants or NONE not in workload.speculative or manifest.reference.id not in measured:
+        return []
+    return [a.id for a in manifest.artifact if a.kind == "quant" and a.id not in measured]
+
+
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -167,6 +177,9 @@ def plan_speed(
             for spec_id in chosen:
                 for concurrency in workload.concurrency:
                     wanted.setdefault((artifact_id, spec_id), []).append((workload, concurrency))
+        for artifact_id in quant_companions(manifest, workload):
+            if not artifacts or artifact_id in artifacts:
+                wanted.setdefault((artifact_id, NONE), []).append((workload, min(workload.concurrency)))
     contents: dict[str, tuple[Path | None, ContentHash | None]] = {}
     unknown: dict[str, str] = {}
 

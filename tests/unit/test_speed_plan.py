@@ -106,6 +106,49 @@ def test_selecting_a_draft_keeps_its_baseline(fixture_family: Path) -> None:
     assert [job.label for job in only.servers] == ["fp8 [none]", "fp8 [ngram]", "fp8 [draft]"]
 
 
+def _reference_only(base: Manifest, **changes: Any) -> Manifest:
+    """The fixture family with its workload measured on the reference alone (as the demo's are)."""
+    workload = base.workload[0].model_copy(update={"artifacts": ["ref"], **changes})
+    manifest = base.model_copy(update={"workload": [workload]})
+    manifest._root = base.root
+    return manifest
+
+
+def test_quants_join_the_reference_workloads_without_speculation(fixture_family: Path) -> None:
+    """A workload on the reference alone also measures every quant without speculation at its lowest
+    concurrency, keyed like the quant's own points; compare_quants = false, or a selection, leaves them out."""
+    base = load_manifest(fixture_family)
+    ledger = Ledger(fixture_family / "results")
+    plan = _plan(_reference_only(base), ledger)
+    assert [job.label for job in plan.servers] == ["ref [none]", "ref [ngram]", "ref [draft]", "fp8 [none]"]
+    assert [p.concurrency for p in plan.servers[-1].points] == [1]
+    # The same point as when the workload lists the quant itself: a record of either serves both.
+    listed = _plan(base, ledger, artifacts=["fp8"])
+    assert plan.servers[-1].points[0].input_key == listed.servers[0].points[0].input_key
+    assert [j.label for j in _plan(_reference_only(base, compare_quants=False), ledger).servers] == [
+        "ref [none]", "ref [ngram]", "ref [draft]"]
+    assert [j.label for j in _plan(_reference_only(base), ledger, artifacts=["fp8"]).servers] == ["fp8 [none]"]
+    # A draft's job measures its target only (its no-speculation baseline), never the quants.
+    assert [j.label for j in _plan(_reference_only(base), ledger, artifacts=["draft"]).servers] == [
+        "ref [none]", "ref [draft]"]
+
+
+def test_draft_job_never_measures_the_quants(fixture_family: Path) -> None:
+    """The draft's release job (plan_drafts) serves its target with it and without speculation, nothing else."""
+    from hfrelease.speed.drafts import draft_manifest
+
+    base = _reference_only(load_manifest(fixture_family))
+    # The fixture's draft targets the quant; the demo's targets the reference, whose workloads the quants join.
+    artifacts = [a.model_copy(update={"draft": a.draft.model_copy(update={"target": "ref"})}) if a.draft else a
+                 for a in base.artifact]
+    retargeted = base.model_copy(update={"artifact": artifacts})
+    retargeted._root = fixture_family
+    manifest = draft_manifest(retargeted, "draft")
+    manifest._root = fixture_family
+    assert [j.label for j in _plan(manifest, Ledger(fixture_family / "results")).servers] == [
+        "ref [none]", "ref [draft]"]
+
+
 def test_unknown_selection_is_a_config_error(fixture_family: Path) -> None:
     """Unknown --artifact / --workload ids are reported together."""
     with pytest.raises(ConfigError) as raised:
