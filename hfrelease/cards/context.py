@@ -13,7 +13,6 @@ from typing import Any
 
 from hfrelease.cards import citation
 from hfrelease.cards.changes import changes_context
-from hfrelease.cards.errors import CardError
 from hfrelease.cards.fidelity import accuracy_gates, fidelity_context
 from hfrelease.cards.inputs import FAMILY, SECTION_NAMES, CardInputs
 from hfrelease.cards.measurements import NONE, FamilyMeasurements, GateResult, SpeedPoint
@@ -22,6 +21,7 @@ from hfrelease.cards.numbers import NumberRegistry, binary_size, fixed, signed
 from hfrelease.cards.plots import PlotData, plan_plots
 from hfrelease.cards.serving import download_command, serving_context
 from hfrelease.cards.text import Markdown, code_block, code_span, escape_markdown, hub_url, link, prose
+from hfrelease.cards.training import training_context
 from hfrelease.manifest import Artifact, Gate, Manifest, Workload
 
 Context = dict[str, Any]
@@ -52,7 +52,8 @@ def build_context(
         "serving": serving_context(manifest, measured, artifact),
         "download": code_block(download_command(artifact), language="bash"),
         "creation": _creation(artifact),
-        "training": _training(inputs, artifact),
+        "training": training_context(inputs.manifest, artifact, inputs.files.get(artifact.id, {}),
+                                     view.serving_acceptance(artifact)),
         "choose": view.choose(artifact),
         "provenance": _provenance(manifest, measured, artifact),
         "links": _links(manifest, artifact, view),
@@ -568,6 +569,22 @@ class _View:
             })
         return {"measured": bool(rows), "rows": rows, "gates": self.draft_gates(artifact)}
 
+    def serving_acceptance(self, artifact: Artifact) -> list[tuple[Markdown, list[tuple[int, Markdown]]]]:
+        """A draft's per-position acceptance served with its target at batch 1, per workload (the figures
+        its validation acceptance is read against), registered under the acceptance table's ids."""
+        if artifact.draft is None:
+            return []
+        found = []
+        for p in self.measured.points(draft_id=artifact.id):
+            if p.concurrency != 1 or p.artifact_id != artifact.draft.target or not p.positions():
+                continue
+            label = Markdown(f"{escape_markdown(p.workload.label or p.workload.id)}, {code_span(p.speculative)}")
+            found.append((label, [(i, self.numbers.add(f"{self._point_id(p)}.pos{i}", f"acceptance at draft "
+                                                       f"position {i}, {p.workload.id} on {p.artifact_id}, "
+                                                       f"{p.speculative}", fixed(v, 2), [p.entry]))
+                                  for i, v in p.positions()]))
+        return found
+
     def draft_gates(self, artifact: Artifact) -> Context | None:
         """A draft card's draft-gate verdicts, judged as the release judges them, from the card's own records."""
         if artifact.draft is None:
@@ -751,49 +768,6 @@ def _creation(artifact: Artifact) -> Context | None:
         "code": code_block(recipe, language="python"),
         "notes": escape_markdown(q.notes) if q.notes else None,
     }
-
-
-def _training(inputs: CardInputs, artifact: Artifact) -> Context | None:
-    d = artifact.draft
-    if d is None:
-        return None
-    files = inputs.files.get(artifact.id, {})
-    command = files.get("train_command.txt")
-    epochs = _val_metrics(files["val_metrics.json"], artifact) if "val_metrics.json" in files else None
-    return {
-        "method": code_span(d.method), "k": d.num_speculative_tokens,
-        "target": _target_link(inputs.manifest, artifact),
-        "aux": code_span(json.dumps(d.aux_hidden_state_layer_ids)) if d.aux_hidden_state_layer_ids else None,
-        "vocab": d.draft_vocab_size,
-        "trained_with": escape_markdown(d.trained_with) if d.trained_with else None,
-        "command": code_block(command, language="bash") if command is not None else None,
-        "epochs": epochs,
-    }
-
-
-def _val_metrics(text: str, artifact: Artifact) -> Context:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CardError(f"val_metrics.json of artifact {artifact.id!r} is not JSON: {exc}",
-                        hint='It holds a list of per-epoch objects, e.g. [{"epoch": 1, "val_acceptance": 0.5}].',
-                        ) from exc
-    if isinstance(data, dict):
-        data = [{"epoch": k, **v} for k, v in data.items() if isinstance(v, dict)]
-    if not isinstance(data, list) or not all(isinstance(row, dict) for row in data):
-        raise CardError(f"val_metrics.json of artifact {artifact.id!r} is not a list of per-epoch objects",
-                        hint="Write it as [{\"epoch\": 1, \"val_acceptance\": 0.5}, ...].")
-    columns: list[str] = []
-    for row in data:
-        columns += [k for k in row if k not in columns]
-
-    def cell(value: object) -> Markdown:
-        if isinstance(value, float):
-            return Markdown(f"{value:.4g}")
-        return escape_markdown(value if value is not None else "")
-
-    return {"columns": [escape_markdown(c) for c in columns],
-            "rows": [[cell(row.get(c)) for c in columns] for row in data]}
 
 
 def _provenance(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) -> Context:

@@ -59,7 +59,7 @@ class CardInputs:
     manifest: Manifest
     records: tuple[RecordEntry, ...]
     sections: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # FAMILY or artifact id -> slot -> text
-    files: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # artifact id -> file name -> text
+    files: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # artifact id -> declared path -> text
     changes: FamilyComparison | None = None  # `render --since TAG`: the "Changes since" section's rows
 
 
@@ -191,7 +191,8 @@ def _read_files(manifest: Manifest) -> dict[str, dict[str, str]]:
                     f"{path}: declared in files of artifact {artifact.id!r} but {verdict.reason}",
                     hint=f"{verdict.fix[:1].upper()}{verdict.fix[1:]}; `hfrelease check` lists every such file.",
                 )
-            found.setdefault(artifact.id, {})[name] = verdict.read_text(encoding="utf-8")
+            # Keyed by the declared path: speculators writes one val_metrics.json per epoch directory.
+            found.setdefault(artifact.id, {})[PurePosixPath(relative).as_posix()] = verdict.read_text(encoding="utf-8")
     return found
 
 

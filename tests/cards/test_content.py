@@ -74,13 +74,16 @@ def test_training_section_shows_train_command(nanbeige: CardInputs) -> None:
 
 
 def test_val_metrics_table(nanbeige: CardInputs) -> None:
-    """A val_metrics.json becomes a per-epoch table."""
+    """speculators' per-epoch val_metrics.json files (<epoch>/val_metrics.json) become one table, epochs in order."""
+    epoch = '{{"loss_epoch": {loss}, "full_acc_0_epoch": {a0}, "full_acc_1_epoch": {a1}, "cond_acc_0_epoch": {a0}, ' \
+            '"cond_acc_1_epoch": {c1}}}'
     files = {"eagle3": {**nanbeige.files["eagle3"],
-                        "val_metrics.json": '[{"epoch": 1, "val_acceptance": 0.58}, '
-                                            '{"epoch": 2, "val_acceptance": 0.63}]'}}
+                        "eagle3/ckpt/1/val_metrics.json": epoch.format(loss=1.7, a0=0.622, a1=0.4, c1=0.643),
+                        "eagle3/ckpt/0/val_metrics.json": epoch.format(loss=2.1, a0=0.58, a1=0.33, c1=0.569)}}
     inputs = CardInputs(manifest=nanbeige.manifest, records=nanbeige.records, sections=nanbeige.sections, files=files)
     readme = render_family(inputs, plots=False, artifacts=["eagle3"]).cards[0].readme
-    assert "| epoch | val\\_acceptance |" in readme and "| 2 | 0.63 |" in readme
+    assert "| Epoch | Loss | Acceptance by position | Conditional by position |" in readme
+    assert readme.index("| 0 | 2.1 | 0.580 / 0.330 | 0.580 / 0.569 |") < readme.index("| 1 | 1.7 | 0.622 / 0.400 |")
 
 
 def test_without_speed_records_says_not_measured(nanbeige_manifest: Manifest) -> None:
