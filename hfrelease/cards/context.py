@@ -314,15 +314,16 @@ class _View:
             return None
         return mine[shared[0]], theirs[shared[0]]
 
-    def vs_reference(self, p: SpeedPoint, ref: SpeedPoint) -> Markdown:
+    def vs_reference(self, p: SpeedPoint, ref: SpeedPoint, *, spread: bool = True) -> Markdown:
         """`p`'s output tok/s over the reference's point `ref` with its range: the slowest repeat over the
-        reference's fastest to the fastest over its slowest, "1.60x (1.52-1.66)"."""
+        reference's fastest to the fastest over its slowest, "1.60x (1.52-1.66)" (`spread=False`: the
+        ratio alone, for the narrow family table, whose tok/s cell carries the repeats' range)."""
         base = f"speed.{p.workload.id}.{p.artifact_id}.{p.speculative}.c{p.concurrency}.vs_reference"
         label = (f"output tok/s of {p.artifact_id} ({p.speculative}) over the reference without speculation, "
                  f"{p.workload.id}" + (f", concurrency {p.concurrency}" if p.concurrency != 1 else ""))
         value = self.numbers.add(base, label, fixed(p.throughput / ref.throughput, 2), [p.entry, ref.entry])
         mine, theirs = self._spread(p, "output_throughput"), self._spread(ref, "output_throughput")
-        if mine is None or theirs is None or theirs[0] <= 0:
+        if not spread or mine is None or theirs is None or theirs[0] <= 0:
             return Markdown(f"{value}{TIMES}")
         low = self.numbers.add(f"{base}.min", f"{label}, lowest (slowest repeat / the reference's fastest)",
                                fixed(mine[0] / theirs[1], 2), [p.entry, ref.entry])
@@ -706,7 +707,7 @@ class _View:
             text += f" {code_span(point.speculative)}"
         if ref_none is not None and ref_none.throughput > 0 and not (other.kind == "reference"
                                                                      and point.speculative == NONE):
-            text += f", {self.vs_reference(point, ref_none)}"
+            text += f", {self.vs_reference(point, ref_none, spread=False)}"
         return Markdown(text)
 
     def _choose_when(self, other: Artifact, workload: Workload | None) -> Markdown:  # noqa: PLR0911
