@@ -128,12 +128,8 @@ def parse_val_metrics(files: Sequence[tuple[str, str]], where: str) -> tuple[Val
                             hint=f"Declare each epoch's file where speculators wrote it. {_SPECULATORS_HINT}")
         if len(set(numbered)) != len(numbered):
             raise CardError(f"{where}: two {VAL_METRICS} files of one epoch", hint="Declare each epoch once.")
-        missing = sorted(set(range(numbered[0], numbered[-1] + 1)) - set(numbered))
-        if missing:
-            raise CardError(f"{where}: {VAL_METRICS} of epoch {', '.join(map(str, missing))} is missing between "
-                            f"epochs {numbered[0]} and {numbered[-1]}",
-                            hint="Declare every epoch's file (a table with a gap would hide an epoch), or only the "
-                                 "released checkpoint's.")
+    # A gap is not refused: speculators saves an epoch's metrics only when it checkpoints that epoch (every
+    # `checkpoint_freq` epochs, or when the validation loss improved); the card shows it as a gap.
     return tuple(sorted(epochs, key=lambda e: (e.epoch is None, e.epoch or 0)))
 
 
@@ -194,7 +190,10 @@ def training_context(manifest: Manifest, artifact: Artifact, files: Mapping[str,
     def shipped(declared: str) -> Markdown:
         # Where the bundle puts a declared file: relative to the checkpoint when inside it, else by name.
         path = PurePosixPath(declared)
-        return code_span(path.relative_to(source).as_posix() if source and path.is_relative_to(source) else path.name)
+        if source and path.is_relative_to(source):
+            return code_span(path.relative_to(source).as_posix())
+        epoch = path.parent.name  # speculators' <epoch>/val_metrics.json keeps its directory (bundle.gather)
+        return code_span(f"{epoch}/{path.name}" if epoch.isdigit() else path.name)
 
     target = manifest.artifact_by_id(d.target)
     context: dict[str, Any] = {
@@ -228,7 +227,12 @@ def _epochs_table(epochs: Sequence[ValEpoch]) -> dict[str, Any]:
         return Markdown(" / ".join(f"{v:.3f}" for _, v in values)) if values else Markdown("n/a")
 
     rows = []
-    for e in epochs:
+    for previous, e in zip((None, *epochs), epochs, strict=False):
+        if previous is not None and previous.epoch is not None and e.epoch is not None and e.epoch > previous.epoch + 1:
+            gap = (f"{previous.epoch + 1}" if e.epoch == previous.epoch + 2
+                   else f"{previous.epoch + 1}{chr(0x2013)}{e.epoch - 1}")
+            rows.append({"epoch": Markdown(gap), "loss": Markdown("no file"), "full": Markdown("not checkpointed"),
+                         "cond": Markdown("")})
         loss = e.metrics.get("loss")
         rows.append({"epoch": Markdown("n/a" if e.epoch is None else str(e.epoch)),
                      "loss": Markdown(f"{loss:.4g}") if loss is not None else Markdown("n/a"),

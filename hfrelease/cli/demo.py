@@ -50,12 +50,16 @@ def pin(manifest: Path, build_dir: Path | None) -> None:
 
     The maintainer's step after an upload ("pin the revision in release.toml"), for each of the demo's vendor
     repos (its reference and its draft): each build has its own commit ids, so a working copy of
-    model_cards/demo is pinned to this machine's.
+    model_cards/demo is pinned to this machine's. The draft's training provenance (train_command.txt and
+    its per-epoch val_metrics.json, which the draft declares in `files`) is copied from the same build.
     """
     from hfrelease.cli.output import err_console
     from hfrelease.demo.paths import default_build_dir
-    from hfrelease.demo.vendor import pin_manifest, read_pins
+    from hfrelease.demo.vendor import copy_training, pin_manifest, read_pins
 
     target = manifest / "release.toml" if manifest.is_dir() else manifest
-    for line in pin_manifest(target, read_pins(build_dir or default_build_dir())):
+    build = build_dir or default_build_dir()
+    for line in pin_manifest(target, read_pins(build)):
         err_console.print(f"  pinned {line} in {target}")
+    for name in copy_training(build, target.parent):
+        err_console.print(f"  copied the draft's training provenance {name}")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from hfrelease import shell
 from hfrelease.demo import data
+from hfrelease.demo.draft_training import EPOCH_STEPS
 from hfrelease.demo.eagle3 import write_eagle3_head
 from hfrelease.demo.family_files import write_family_files
 from hfrelease.demo.model import DRAFT_SPEC, REFERENCE_SPEC
@@ -30,10 +31,11 @@ if TYPE_CHECKING:
     from transformers import LlamaForCausalLM
 
 # Bump when anything that changes the artifacts changes (data, shapes, training plan, recipe).
-DEMO_BUILDER_VERSION = "3"
-# Version 3 only added the EAGLE-3 head: a complete version-2 build is upgraded in place (the head takes
-# a second) instead of retraining every model.
-_UPGRADABLE_FROM = "2"
+DEMO_BUILDER_VERSION = "4"
+# Version 3 added the EAGLE-3 head (a second), version 4 the draft's validation and training command
+# (retraining the draft alone, about a minute): a complete version-2 or -3 build is upgraded in place
+# instead of retraining every model.
+_UPGRADABLE_FROM = ("2", "3")
 STAMP_FILE = "build.json"
 # The family's own architecture name, which vLLM knows only through the family's plugin
 # (model_cards/demo/vllm_plugin): the demo exercises the out-of-tree plugin path the Nanbeige family
@@ -48,6 +50,8 @@ UNDERTRAINED = "undertrained"
 DRAFT = "draft"
 EAGLE3_UNTRAINED = "eagle3-untrained"
 ARTIFACT_IDS = (REFERENCE, FP8_DYNAMIC, W8A8_INT8, UNDERTRAINED, DRAFT, EAGLE3_UNTRAINED)
+# The draft's training provenance (train_command.txt, <epoch>/val_metrics.json), beside its model directory.
+TRAINING_DIR = "draft-training"
 # Artifacts whose config names vLLM's own architecture, not the family's (see ARCHITECTURE).
 _OWN_ARCHITECTURE = {EAGLE3_UNTRAINED}
 
@@ -61,7 +65,9 @@ WEIGHT_DTYPE = "bfloat16"
 # data, clearly worse answers — something for regression gates to catch.
 UNDERTRAINED_STEP = 450
 REFERENCE_PLAN = TrainingPlan(steps=1500, snapshot_steps=(UNDERTRAINED_STEP,))
-DRAFT_PLAN = TrainingPlan(steps=1000)
+# The draft validates at the end of each of its epochs (hfrelease.demo.draft_training), as speculators does.
+DRAFT_PLAN = TrainingPlan(steps=4 * EPOCH_STEPS, snapshot_steps=tuple(EPOCH_STEPS * e for e in range(1, 5)))
+DRAFT_SPECULATIVE_TOKENS = 3  # the demo manifest's num_speculative_tokens: validation drafts as many
 
 QUANTIZE_SCRIPT = Path(__file__).with_name("quantize_script.py")
 
@@ -131,9 +137,9 @@ def build_demo_family(
     for aid in ARTIFACT_IDS:
         if aid not in _OWN_ARCHITECTURE:
             _stamp_architecture(work / aid)
-    for aid in ARTIFACT_IDS:
-        shutil.rmtree(artifacts[aid], ignore_errors=True)
-        (work / aid).replace(artifacts[aid])
+    for aid in (*ARTIFACT_IDS, TRAINING_DIR):
+        shutil.rmtree(out_dir / aid, ignore_errors=True)
+        (work / aid).replace(out_dir / aid)
     shutil.rmtree(work)
     # Task YAMLs + JSONL, gate prompts and workloads beside the artifacts, with absolute data
     # paths, so lm-eval finds them from any working directory (see family_files).
@@ -160,23 +166,36 @@ def _publish_vendor(out_dir: Path, *, say: Callable[[str], None]) -> None:
 
 
 def _upgrade(out_dir: Path, *, seed: int, say: Callable[[str], None]) -> bool:
-    """Add the EAGLE-3 head to an intact version-2 build of the same seed; False when there is none."""
+    """Bring an intact version-2 or -3 build of the same seed to this version: add the EAGLE-3 head (2),
+    retrain the draft with its validation and training command (2, 3); False when there is none."""
     stamp = read_stamp(out_dir)
-    if stamp is None or stamp.get("builder_version") != _UPGRADABLE_FROM or stamp.get("seed") != seed:
+    version = stamp.get("builder_version") if stamp is not None else None
+    if stamp is None or version not in _UPGRADABLE_FROM or stamp.get("seed") != seed:
         return False
-    previous = [aid for aid in ARTIFACT_IDS if aid != EAGLE3_UNTRAINED]
+    previous = [aid for aid in ARTIFACT_IDS if aid != EAGLE3_UNTRAINED or version != "2"]
     try:
         intact = stamp.get("files") == _artifact_hashes(out_dir, previous) and (out_dir / TASKS_DIR).is_dir()
     except OSError:
         return False
     if not intact:
         return False
-    say(f"upgrading the builder-{_UPGRADABLE_FROM} demo build in {out_dir}: adding {EAGLE3_UNTRAINED}")
-    work = out_dir / f".{EAGLE3_UNTRAINED}.building"
+    if version == "2":
+        say(f"upgrading the builder-2 demo build in {out_dir}: adding {EAGLE3_UNTRAINED}")
+        work = out_dir / f".{EAGLE3_UNTRAINED}.building"
+        shutil.rmtree(work, ignore_errors=True)
+        write_eagle3_head(out_dir / REFERENCE, work, seed=seed + 2)
+        shutil.rmtree(out_dir / EAGLE3_UNTRAINED, ignore_errors=True)
+        work.replace(out_dir / EAGLE3_UNTRAINED)
+    say(f"upgrading the builder-{version} demo build in {out_dir}: retraining {DRAFT} with its validation")
+    work = out_dir / f".{DRAFT}.building"
     shutil.rmtree(work, ignore_errors=True)
-    write_eagle3_head(out_dir / REFERENCE, work, seed=seed + 2)
-    shutil.rmtree(out_dir / EAGLE3_UNTRAINED, ignore_errors=True)
-    work.replace(out_dir / EAGLE3_UNTRAINED)
+    training = out_dir / f".{TRAINING_DIR}.building"
+    shutil.rmtree(training, ignore_errors=True)
+    _train_draft(out_dir / REFERENCE, work, training, seed=seed, say=say)
+    _stamp_architecture(work)
+    for built, final in ((work, out_dir / DRAFT), (training, out_dir / TRAINING_DIR)):
+        shutil.rmtree(final, ignore_errors=True)
+        built.replace(final)
     _write_stamp(out_dir, seed=seed)
     return True
 
@@ -230,17 +249,45 @@ def _train_artifacts(work: Path, *, seed: int, say: Callable[[str], None]) -> No
         progress=lambda msg: say(f"{REFERENCE}: {msg}"),
     )
     save(reference, REFERENCE)
-    say(f"training {DRAFT} ({DRAFT_SPEC.num_layers} layer, {DRAFT_PLAN.steps} steps)")
-    draft = train_model(
-        DRAFT_SPEC,
-        ids,
-        examples,
-        DRAFT_PLAN,
-        seed=seed + 1,
-        progress=lambda msg: say(f"{DRAFT}: {msg}"),
-    )
-    save(draft, DRAFT)
     shutil.rmtree(tok_dir)
+    _train_draft(work / REFERENCE, work / DRAFT, work / TRAINING_DIR, seed=seed, say=say)
+
+
+def _train_draft(reference_dir: Path, out: Path, training: Path, *, seed: int, say: Callable[[str], None]) -> None:
+    """Train the draft on the reference's corpus (every VALIDATION_EVERY-th example held out), validate it
+    against the saved reference at the end of each epoch and write into `training` what a speculators run
+    leaves in its checkpoint directory: `<epoch>/val_metrics.json` and `train_command.txt`
+    (hfrelease.demo.draft_training). They stay out of the draft's model directory (its vendor repo holds the
+    weights); the demo family declares copies of them in its draft's `files` (`hfrelease demo pin`)."""
+    from transformers import AutoTokenizer, GenerationConfig, LlamaForCausalLM
+
+    from hfrelease.demo import draft_training
+
+    tokenizer = AutoTokenizer.from_pretrained(str(reference_dir))
+    ids = token_ids(tokenizer)
+    train, held = draft_training.split_validation(encode_corpus(data.training_corpus(), tokenizer))
+    # The verifier as released (bf16 weights), computing in float32 like the draft.
+    reference = LlamaForCausalLM.from_pretrained(str(reference_dir), dtype="float32")
+    reference.eval()  # type: ignore[no-untyped-call]
+    prefixes = draft_training.positions(held)
+    verified = draft_training.greedy(reference, prefixes, DRAFT_SPECULATIVE_TOKENS, ids.pad_token_id)
+
+    def validate(step: int, model: LlamaForCausalLM) -> None:
+        epoch = step // EPOCH_STEPS - 1
+        metrics = draft_training.val_metrics(model, held, prefixes, verified, pad_id=ids.pad_token_id)
+        draft_training.write_val_metrics(training, epoch, metrics)
+        say(f"{DRAFT}: epoch {epoch} validation loss {metrics['loss_epoch']:.4f}, acceptance by position "
+            + " / ".join(f"{metrics[f'full_acc_{i}_epoch']:.3f}" for i in range(DRAFT_SPECULATIVE_TOKENS)))
+
+    say(f"training {DRAFT} ({DRAFT_SPEC.num_layers} layer, {DRAFT_PLAN.steps} steps, {len(held)} examples held "
+        f"out, validated on {len(prefixes)} positions)")
+    draft_training.write_train_command(training, ["hfrelease", "demo", "build", "--seed", str(seed)])
+    draft = train_model(DRAFT_SPEC, ids, train, DRAFT_PLAN, seed=seed + 1, on_snapshot=validate,
+                        progress=lambda msg: say(f"{DRAFT}: {msg}"))
+    stop_ids = [ids.eos_token_id, tokenizer.convert_tokens_to_ids(ENDOFTEXT)]
+    draft.generation_config = GenerationConfig(eos_token_id=stop_ids, pad_token_id=ids.pad_token_id)  # type: ignore[no-untyped-call]
+    save_model(draft, out, dtype=WEIGHT_DTYPE)
+    save_tokenizer(tokenizer, out)
 
 
 def _offline_env() -> dict[str, str]:
@@ -260,7 +307,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _artifact_hashes(out_dir: Path, artifact_ids: Sequence[str] = ARTIFACT_IDS) -> dict[str, str]:
+def _artifact_hashes(out_dir: Path, artifact_ids: Sequence[str] = (*ARTIFACT_IDS, TRAINING_DIR)) -> dict[str, str]:
     return {
         p.relative_to(out_dir).as_posix(): _sha256(p)
         for aid in artifact_ids

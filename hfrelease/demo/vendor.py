@@ -149,3 +149,25 @@ def pin_manifest(manifest_file: Path, pins: Mapping[str, str]) -> list[str]:
             for repo in missing])
     manifest_file.write_text(text, encoding="utf-8")
     return changed
+
+
+def copy_training(build_dir: Path, family_dir: Path, training_dir: str = "draft-training") -> list[str]:
+    """The build's draft training provenance (train_command.txt, <epoch>/val_metrics.json) copied into the
+    family's `training_dir`, which the demo manifest's draft declares in `files`: like its pins, a working
+    copy's provenance is this machine's build's. Returns the files copied."""
+    import shutil
+
+    source = build_dir / training_dir
+    if not (source / "train_command.txt").is_file():
+        raise EnvironmentProblem(f"{source}: no draft training files (train_command.txt, <epoch>/val_metrics.json)",
+                                 hint="Run `hfrelease demo build` (a build made before they existed is upgraded "
+                                      "in place, retraining only the draft).")
+    target = family_dir / training_dir
+    shutil.rmtree(target, ignore_errors=True)
+    copied = []
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            (target / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target / path.relative_to(source))
+            copied.append((target / path.relative_to(source)).relative_to(family_dir).as_posix())
+    return copied

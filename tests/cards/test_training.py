@@ -77,13 +77,12 @@ def test_val_metrics_epochs_in_order() -> None:
     ([("0/val_metrics.json", '{"loss_epoch": true}')], "not a finite number"),
     ([("0/val_metrics.json", '{"val_acceptance": 0.5}')], "not a speculators validation metric"),
     ([("0/val_metrics.json", '{"full_acc_0_epoch": 1.5}')], "an accuracy lies in [0, 1]"),
-    ([("0/val_metrics.json", _epoch(2.0, 0.5)), ("2/val_metrics.json", _epoch(1.0, 0.6))], "epoch 1 is missing"),
     ([("0/val_metrics.json", _epoch(2.0, 0.5)), ("val_metrics.json", _epoch(1.0, 0.6))], "not in an epoch directory"),
     ([("a/0/val_metrics.json", _epoch(2.0, 0.5)), ("b/0/val_metrics.json", _epoch(1.0, 0.6))], "of one epoch"),
 ])
 def test_hostile_val_metrics_are_refused(files: list[tuple[str, str]], needle: str) -> None:
     """Malformed JSON, NaN or infinite values, non-numbers, keys speculators never writes, accuracies outside
-    [0, 1], a gap in the epochs or files of one epoch twice: refused with the file named."""
+    [0, 1], an unnumbered file beside epoch directories or one epoch twice: refused with the file named."""
     with pytest.raises(CardError) as raised:
         parse_val_metrics(files, "artifact 'draft'")
     assert needle in raised.value.message and "artifact 'draft'" in raised.value.message
@@ -115,3 +114,11 @@ def test_bad_file_stops_the_render(nanbeige: CardInputs) -> None:
     with pytest.raises(CardError, match=r"artifact 'eagle3': eagle3/0/val_metrics.json: holds NaN") as raised:
         render_family(inputs, plots=False, artifacts=["eagle3"])
     assert raised.value.exit_code == 3
+
+
+def test_epochs_speculators_did_not_checkpoint_show_as_a_gap(nanbeige: CardInputs) -> None:
+    """speculators writes val_metrics.json only for the epochs it checkpoints: a gap is shown, not hidden."""
+    files = {"eagle3": {"eagle3/0/val_metrics.json": _epoch(2.1, 0.58), "eagle3/3/val_metrics.json": _epoch(1.6, 0.63)}}
+    inputs = CardInputs(manifest=nanbeige.manifest, records=nanbeige.records, sections=nanbeige.sections, files=files)
+    readme = render_family(inputs, plots=False, artifacts=["eagle3"]).cards[0].readme
+    assert "| 1\u20132 | no file | not checkpointed |  |" in readme and "| 3 | 1.6 | 0.630 |" in readme

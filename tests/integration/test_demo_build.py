@@ -202,3 +202,19 @@ def test_check_accepts_the_demo_manifest_once_pinned(
     assert code == 0 and all(revision in pinned for revision in pins.values()), err
     code, _, err = cli(["check", str(copy)])
     assert code == 0, err
+
+
+def test_draft_training_provenance_reads_as_speculators_files(family: tuple[Path, dict[str, Path], list[str]]) -> None:
+    """The build writes the draft's train_command.txt and one val_metrics.json per epoch (speculators' shapes)
+    beside it, which the card stage reads: acceptance per position rises from the first epoch to the last."""
+    from hfrelease.cards.training import parse_train_command, parse_val_metrics
+    from hfrelease.demo.build import TRAINING_DIR
+
+    out, _, _ = family
+    training = out / TRAINING_DIR
+    command = parse_train_command((training / "train_command.txt").read_text(), "draft")
+    assert command.command.startswith("hfrelease demo build --seed")
+    epochs = parse_val_metrics([(p.relative_to(training).as_posix(), p.read_text())
+                                for p in training.glob("*/val_metrics.json")], "draft")
+    assert [e.epoch for e in epochs] == [0, 1, 2, 3]
+    assert len(epochs[-1].positions()) == 3 and epochs[-1].positions()[0][1] >= epochs[0].positions()[0][1]

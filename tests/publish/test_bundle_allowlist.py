@@ -282,3 +282,18 @@ def test_release_check_job_stops_on_a_file_outside_the_tree(cli: CliRun, family:
     code, out, err = cli(["release", str(family), "--tag", "v1.0", "--only", "check"])
     assert code == 3 and out == ""
     assert "artifact[1].files[0]" in err and "deploy_notes" in err and TOKEN not in err
+
+
+def test_per_epoch_val_metrics_keep_their_epoch_directory(family: Path) -> None:
+    """speculators' <epoch>/val_metrics.json files declared from the family directory ship as <epoch>/val_metrics.json
+    (by name alone every epoch's would claim one repo path); a train_command.txt beside them ships by name."""
+    training = family / "training"
+    for epoch in (0, 1):
+        (training / str(epoch)).mkdir(parents=True)
+        (training / str(epoch) / "val_metrics.json").write_text(json.dumps({"loss_epoch": 2.0 - epoch}))
+    (training / "train_command.txt").write_text("# Git SHA: abc\nspeculators train --epochs 2\n")
+    _declare(family, "training/train_command.txt", "training/0/val_metrics.json", "training/1/val_metrics.json")
+    [bundle] = [b for b in bundle_family(load_manifest(family), plugin_checker=fake_plugin_check).repos
+                if b.artifact_id == "q0"]
+    paths = {f.path for f in bundle.files}
+    assert {"train_command.txt", "0/val_metrics.json", "1/val_metrics.json"} <= paths
