@@ -204,7 +204,6 @@ def training_context(manifest: Manifest, artifact: Artifact, files: Mapping[str,
         "trained_with": escape_markdown(d.trained_with) if d.trained_with else None,
         "command": code_block(parsed[0][2].strip("\n"), language="bash") if parsed else None,
         "command_file": shipped(parsed[0][0]) if parsed else None,
-        "header": [escape_markdown(f"{k}: {v}") for k, v in parsed[0][1].header] if parsed else [],
         "epochs": _epochs_table(epochs) if epochs else None,
         "epoch_files": Markdown(", ".join(shipped(e.path) for e in epochs)) if epochs else None,
         "versus": None,
@@ -235,6 +234,6 @@ def _epochs_table(epochs: Sequence[ValEpoch]) -> dict[str, Any]:
                          "cond": Markdown("")})
         loss = e.metrics.get("loss")
         rows.append({"epoch": Markdown("n/a" if e.epoch is None else str(e.epoch)),
-                     "loss": Markdown(f"{loss:.4g}") if loss is not None else Markdown("n/a"),
+                     "loss": Markdown(f"{loss:.3f}") if loss is not None else Markdown("n/a"),
                      "full": joined(e.positions("full_acc")), "cond": joined(e.positions("cond_acc"))})
     return {"rows": rows}

@@ -83,7 +83,7 @@ def test_val_metrics_table(nanbeige: CardInputs) -> None:
     inputs = CardInputs(manifest=nanbeige.manifest, records=nanbeige.records, sections=nanbeige.sections, files=files)
     readme = render_family(inputs, plots=False, artifacts=["eagle3"]).cards[0].readme
     assert "| Epoch | Loss | Acceptance by position | Conditional by position |" in readme
-    assert readme.index("| 0 | 2.1 | 0.580 / 0.330 | 0.580 / 0.569 |") < readme.index("| 1 | 1.7 | 0.622 / 0.400 |")
+    assert readme.index("| 0 | 2.100 | 0.580 / 0.330 | 0.580 / 0.569 |") < readme.index("| 1 | 1.700 | 0.622 / 0.400 |")
 
 
 def test_without_speed_records_says_not_measured(nanbeige_manifest: Manifest) -> None:

@@ -89,7 +89,7 @@ def test_hostile_val_metrics_are_refused(files: list[tuple[str, str]], needle: s
 
 
 def test_draft_card_shows_validation_beside_serving(nanbeige: CardInputs) -> None:
-    """The draft card shows each epoch, the header's versions, and the last epoch's validation acceptance per
+    """The draft card shows the command file with its header's versions, each epoch, and the last epoch's validation acceptance per
     position beside the acceptance measured serving the draft (registered under the acceptance table's ids)."""
     files = {"eagle3": {"eagle3/train_command.txt": COMMAND,
                         "eagle3/0/val_metrics.json": _epoch(2.1, 0.58, 0.33, 0.2),
@@ -97,8 +97,8 @@ def test_draft_card_shows_validation_beside_serving(nanbeige: CardInputs) -> Non
     inputs = CardInputs(manifest=nanbeige.manifest, records=nanbeige.records, sections=nanbeige.sections, files=files)
     card = render_family(inputs, plots=False, artifacts=["eagle3"]).cards[0]
     readme = card.readme
-    assert "- speculators: 0.6.0.dev" in readme and "Training command (`train_command.txt`" in readme
-    assert "| 1 | 1.7 | 0.622 / 0.400 / 0.250 | 0.622 / 0.400 / 0.250 |" in readme
+    assert "# speculators: 0.6.0.dev" in readme and "Training command (`train_command.txt`" in readme
+    assert "| 1 | 1.700 | 0.622 / 0.400 / 0.250 | 0.622 / 0.400 / 0.250 |" in readme
     versus = readme.split("Validation against serving")[1].split("\n\n")[1].splitlines()
     assert versus[0].startswith("| Draft position | Validation | ") and "`eagle3`" in versus[0]
     served = {row.id: row.text for row in card.numbers}
@@ -121,4 +121,4 @@ def test_epochs_speculators_did_not_checkpoint_show_as_a_gap(nanbeige: CardInput
     files = {"eagle3": {"eagle3/0/val_metrics.json": _epoch(2.1, 0.58), "eagle3/3/val_metrics.json": _epoch(1.6, 0.63)}}
     inputs = CardInputs(manifest=nanbeige.manifest, records=nanbeige.records, sections=nanbeige.sections, files=files)
     readme = render_family(inputs, plots=False, artifacts=["eagle3"]).cards[0].readme
-    assert "| 1\u20132 | no file | not checkpointed |  |" in readme and "| 3 | 1.6 | 0.630 |" in readme
+    assert "| 1\u20132 | no file | not checkpointed |  |" in readme and "| 3 | 1.600 | 0.630 |" in readme
