@@ -89,8 +89,9 @@ def test_hostile_val_metrics_are_refused(files: list[tuple[str, str]], needle: s
 
 
 def test_draft_card_shows_validation_beside_serving(nanbeige: CardInputs) -> None:
-    """The draft card shows the command file with its header's versions, each epoch, and the last epoch's validation acceptance per
-    position beside the acceptance measured serving the draft (registered under the acceptance table's ids)."""
+    """The draft card shows the command file with its header's versions, each epoch, and the last epoch's
+    validation acceptance per position beside the acceptance measured serving the draft (registered under the
+    acceptance table's ids)."""
     files = {"eagle3": {"eagle3/train_command.txt": COMMAND,
                         "eagle3/0/val_metrics.json": _epoch(2.1, 0.58, 0.33, 0.2),
                         "eagle3/1/val_metrics.json": _epoch(1.7, 0.622, 0.4, 0.25)}}
