@@ -22,7 +22,7 @@ class ExitCode(IntEnum):
     SERVER_FAILED = 5  # a vLLM server died or never became healthy
     MEASUREMENT_FAILED = 6  # a measurement could not be trusted (truncated answers, failed requests)
     PUBLISH_FAILED = 7  # the Hub refused or lost part of a publish; nothing half-landed
-    NOT_BUILT = 8  # the stage exists in the CLI but is not implemented yet
+    # 8 is retired: it meant a stage not built yet, and every stage is built. Never reuse it.
     ENVIRONMENT = 9  # a required tool or environment (vLLM, llm-compressor venv, ...) is missing
     INTERRUPTED = 130  # Ctrl-C: servers stopped, finished results kept
 
@@ -77,7 +77,8 @@ class ConfigError(HfreleaseError):
 
 
 class UsageError(HfreleaseError):
-    """The command asks for something that cannot be done as asked (an unknown id, a file it would overwrite)."""
+    """The command asks for something that cannot be done as asked (a file it would overwrite, options that
+    exclude each other); an id the manifest does not declare is a `SelectionError` (exit 3) instead."""
 
     exit_code = ExitCode.USAGE
 
@@ -124,16 +125,3 @@ class LedgerError(HfreleaseError):
     """A ledger record on disk cannot be trusted: unreadable, renamed, or its samples file does not match."""
 
     exit_code = ExitCode.MEASUREMENT_FAILED
-
-
-class NotBuiltError(HfreleaseError):
-    """A pipeline stage whose command exists but whose implementation has not landed yet."""
-
-    exit_code = ExitCode.NOT_BUILT
-
-    def __init__(self, stage: str, issue: str) -> None:
-        super().__init__(
-            f"`hfrelease {stage}` is not built yet: its options are parsed, but the stage itself "
-            f"lands with the {issue}.",
-            hint="Until then, `hfrelease check` validates the manifest this stage will read.",
-        )

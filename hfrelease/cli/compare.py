@@ -24,7 +24,7 @@ def _needs_manifest(spec: str) -> bool:
                    "and release-tag sides.")  # fmt: skip
 @click.option("--hub", help="Hub endpoint for release tags, or `local` for the built-in Hub "
                             "(default: HF_ENDPOINT when set, else [publish].endpoint).")  # fmt: skip
-@click.option("--hub-root", type=click.Path(path_type=Path), help="State directory of the local Hub.")
+@click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False), help="State directory of the local Hub.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on stdout.")
 @click.option("--markdown", is_flag=True, help="Print the comparison as a Markdown section on stdout.")
 def compare(

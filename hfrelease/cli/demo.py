@@ -14,7 +14,8 @@ def demo() -> None:
 
 
 @demo.command()
-@click.option("--out", type=click.Path(path_type=Path), help="Build directory (default: build/demo in the checkout).")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False),
+              help="Build directory (default: build/demo in the checkout).")
 @click.option("--quant-python", type=click.Path(path_type=Path),
               help="Python of the llm-compressor environment (default: $HFRELEASE_QUANT_PYTHON or .venv-quant).")
 @click.option("--seed", default=0, show_default=True, help="Training seed.")

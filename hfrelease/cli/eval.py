@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 @click.option("--speed", is_flag=True, help="Also run the speed anchors (workloads x speculative configs).")
 @click.option("--speed-only", is_flag=True, help="Run only the speed anchors, no gates (implies --speed).")
 @click.option("--workload", "workloads", multiple=True, help="Speed anchors: only this workload id (repeatable).")
-@click.option("--run-dir", type=click.Path(path_type=Path), help="Where server and lm-eval logs go (default: runs/).")
+@click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False),
+              help="Where server and lm-eval logs go (default: runs/).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @json_on_error
 def eval_(

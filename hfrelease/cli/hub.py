@@ -14,7 +14,8 @@ def hub() -> None:
 
 
 @hub.command()
-@click.option("--root", required=True, type=click.Path(path_type=Path), help="Directory holding the Hub's state.")
+@click.option("--root", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="Directory holding the Hub's state.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=0, show_default=True, help="Port (0: a free one, printed at start).")
 @click.option("--token", "tokens", multiple=True, envvar="HFRELEASE_HUB_TOKENS",

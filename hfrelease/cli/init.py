@@ -8,7 +8,7 @@ import click
 
 
 @click.command()
-@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--name", required=True, help="Family id, e.g. mymodel-7b (lowercase).")
 @click.option("--base-model", required=True, help="Upstream Hub repo the family derives from (owner/name).")
 @click.option("--owner", required=True, help="Hub user or organization the family publishes under.")

@@ -11,7 +11,7 @@ import click
 
 @click.command()
 @click.argument("manifest", type=click.Path(path_type=Path), default=Path())
-@click.option("--out", type=click.Path(path_type=Path), default=None,
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Write the pages to DIR and exit (default: serve them until interrupted).")
 @click.option("--port", default=0, show_default=True, help="Port to serve on (0: a free one, printed at start).")
 def preview(manifest: Path, out: Path | None, port: int) -> None:

@@ -23,7 +23,8 @@ _ARTIFACT = click.option("--artifact", "artifacts", multiple=True, help="Only th
 @click.command()
 @_MANIFEST
 @_ARTIFACT
-@click.option("--out", type=click.Path(path_type=Path), help="Also write each repo's files under DIR/<artifact-id>/.")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False),
+              help="Also write each repo's files under DIR/<artifact-id>/.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
 def bundle(manifest: Path, artifacts: tuple[str, ...], out: Path | None, as_json: bool) -> None:
     """Plan the files each repo will hold, with a MANIFEST of sha256 and size.
@@ -64,7 +65,7 @@ def _print_bundle(report: BundleReport, *, as_json: bool) -> None:
 @_MANIFEST
 @_ARTIFACT
 @click.option("--hub", help="Hub endpoint URL, or `local` for the built-in Hub (default: [publish].endpoint).")
-@click.option("--hub-root", type=click.Path(path_type=Path),
+@click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False),
               help="State directory of `--hub local` (default: <family>/.hfrelease/hub).")  # fmt: skip
 @click.option("--dry-run", is_flag=True, default=None,
               help="Show the plan per repo; push nothing (the default without a token).")  # fmt: skip

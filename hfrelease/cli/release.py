@@ -28,9 +28,9 @@ _ONLY = ("check", "gate", "publish")
                    "(default: <family>/.hfrelease/release).")
 @click.option("--artifact", "artifacts", multiple=True, help="With --only: only this artifact id (repeatable).")
 @click.option("--gate", "gates", multiple=True, help="With --only: only this gate id (repeatable).")
-@click.option("--hub-root", type=click.Path(path_type=Path),
+@click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False),
               help="State directory of `--hub local` (default: WORK/hub).")
-@click.option("--workflow", "workflow_file", type=click.Path(path_type=Path, dir_okay=False),
+@click.option("--workflow", "workflow_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="The workflow to run (default: the nearest .github/workflows/release.yml above the manifest).")
 @click.option("--write-workflow", is_flag=True,
               help="Write the family's .github/workflows/release.yml under --root (as `init --github` does); exit.")

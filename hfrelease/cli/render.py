@@ -16,7 +16,7 @@ import click
 @click.option("--since", help="Add 'Changes since SINCE' to each card: the ledger compared with this release tag "
                               "(or git:REF, or a ledger directory), as `hfrelease compare` does.")
 @click.option("--hub", help="Hub endpoint for --since, or `local` (default: HF_ENDPOINT, else [publish].endpoint).")
-@click.option("--hub-root", type=click.Path(path_type=Path), help="State directory of the local Hub.")
+@click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False), help="State directory of the local Hub.")
 def render(
     manifest: Path, artifacts: tuple[str, ...], diff: bool, no_plots: bool, as_json: bool, since: str | None,
     hub: str | None, hub_root: Path | None,

@@ -14,13 +14,14 @@ if TYPE_CHECKING:
 @click.command()
 @click.argument("manifest", type=click.Path(path_type=Path), default=Path())
 @click.option("--hub", help="Hub endpoint, or `local` for the built-in Hub (default: [publish].endpoint).")
-@click.option("--hub-root", type=click.Path(path_type=Path), help="State directory of the local Hub.")
+@click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False), help="State directory of the local Hub.")
 @click.option("--artifact", "artifacts", multiple=True, help="Verify only this artifact id (repeatable).")
-@click.option("--bundle", "bundle_dir", type=click.Path(path_type=Path),
+@click.option("--bundle", "bundle_dir", type=click.Path(path_type=Path, exists=True, file_okay=False),
               help="A bundle directory (`hfrelease bundle --out DIR`) to compare with (default: the MANIFESTs "
                    "`publish` kept in <family>/.hfrelease/bundle/<tag>/, when present).")  # fmt: skip
 @click.option("--serve", "serve_id", help="Also serve this artifact's downloaded copy with vLLM and ask it a question.")
-@click.option("--out", type=click.Path(path_type=Path), help="Where to download (default: a temp dir).")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False),
+              help="Where to download (default: a temp dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def verify(
     manifest: Path, hub: str | None, hub_root: Path | None, artifacts: tuple[str, ...], bundle_dir: Path | None,

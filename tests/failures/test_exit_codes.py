@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hfrelease.errors import ExitCode, NotBuiltError
+from hfrelease.errors import ExitCode
 from hfrelease.hub import FaultRule, HubServer, serve
 from tests.conftest import ROOT, CliRun
 from tests.failures.fake_openai import FakeOpenAI, Mode
@@ -120,8 +120,6 @@ EVERY_CODE: dict[ExitCode, Callable[[Sweep], tuple[int, str]]] = {
     ExitCode.SERVER_FAILED: lambda s: s.eval("fp8", s.server(FP8, "engine-dead")),
     ExitCode.MEASUREMENT_FAILED: lambda s: s.eval("fp8", s.server(FP8, "error500")),
     ExitCode.PUBLISH_FAILED: lambda s: s.publish(token="hf_wrong_0123456789abcdef"),
-    # No stage is unbuilt today: the code is checked through a stage that raises it.
-    ExitCode.NOT_BUILT: lambda s: s.raising(NotBuiltError("check", "issue 0")),
     ExitCode.ENVIRONMENT: _no_build,
     ExitCode.INTERRUPTED: lambda s: s.raising(KeyboardInterrupt()),
 }

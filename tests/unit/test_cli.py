@@ -1,4 +1,4 @@
-"""The command line: help, check on the shipped manifests, init, the stages not built yet, error handling."""
+"""The command line: help, check on the shipped manifests, init, error handling."""
 
 from __future__ import annotations
 
