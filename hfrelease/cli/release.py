@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,9 +9,8 @@ import click
 
 if TYPE_CHECKING:
     from hfrelease.actions.runner import JobResult, StepResult
-    from hfrelease.ledger.hashing import HashCache
-    from hfrelease.manifest import Manifest
     from hfrelease.rehearsal import RehearsalReport
+    from hfrelease.stages.release import StepSettings
 
 _ONLY = ("check", "gate", "publish")
 
@@ -56,31 +54,20 @@ def release(
     and each job's report says so. The jobs see the Hub as a runner does: HF_ENDPOINT, secrets.HF_TOKEN.
     """
     from hfrelease.manifest import load_manifest
-    from hfrelease.manifest.selection import select
-    from hfrelease.release_policy import check_tag
-    from hfrelease.stages.runner import default_hash_cache
+    from hfrelease.stages.release import StepSettings
 
     if write_workflow:
         _write_workflow(manifest, root=root, force=force)
         return
-    cache = default_hash_cache()
     if only is None:
         if artifacts or gates:
             raise click.UsageError("--artifact and --gate apply with --only: the rehearsal runs the workflow as "
                                    "written (cut the manifest down instead)")
         _rehearse(manifest, hub=hub, tag=tag, work_dir=work_dir, hub_root=hub_root, workflow_file=workflow_file)
         return
-    loaded = load_manifest(manifest)
-    chosen = select(loaded, artifacts=artifacts, gates=gates)
-    artifacts, gates = chosen.artifacts, chosen.gates
-    check_tag(loaded, tag)
-    if only == "check":
-        _only_check(loaded, artifacts=artifacts, gates=gates)
-    elif only == "gate":
-        _only_gate(loaded, artifacts=artifacts, gates=gates, cache=cache)
-    else:
-        _only_publish(loaded, hub=hub, hub_root=hub_root, artifacts=artifacts, work_dir=work_dir, cache=cache)
-    cache.save()
+    settings = StepSettings(manifest=load_manifest(manifest), tag=tag, artifacts=artifacts, gates=gates, hub=hub,
+                            hub_root=hub_root, work_dir=work_dir)
+    {"check": _only_check, "gate": _only_gate, "publish": _only_publish}[only](settings)
 
 
 def _write_workflow(manifest: Path, *, root: Path | None, force: bool) -> None:
@@ -174,52 +161,24 @@ def _print_report(report: RehearsalReport) -> None:
         err_console.print(f"[bold green]the release workflow of {report.family} {report.tag} succeeded[/]")
 
 
-def _only_check(loaded: Manifest, *, artifacts: tuple[str, ...], gates: tuple[str, ...]) -> None:
-    from hfrelease.check import tree_problems
-    from hfrelease.ci import CiEnvironment, append_summary, markdown_table, set_output
+def _only_check(settings: StepSettings) -> None:
     from hfrelease.cli.output import err_console, print_json
-    from hfrelease.errors import ConfigError, ConfigProblem
-    from hfrelease.release_policy import check_drafts_served, eval_matrix
+    from hfrelease.stages.release import check_step
 
-    # What the bundle would refuse (a file outside the tree, a token, a pickle) stops the release here, on the
-    # GitHub-hosted runner, instead of in the publish job after every eval job has run.
-    problems = tree_problems(loaded)
-    if problems:
-        raise ConfigError(str(loaded.root / "release.toml"), problems)
-    entries = eval_matrix(loaded, artifacts, gates)
-    check_drafts_served(loaded, entries)
-    if not entries:
-        raise ConfigError("hfrelease release", [ConfigProblem(
-            location="gate", message="no artifact has a gate to run: the eval matrix would be empty")])
-    matrix = {"include": [e.as_dict() for e in entries]}
-    ci = CiEnvironment.detect()
-    if ci.output is not None:
-        set_output(ci.output, "matrix", json.dumps(matrix))
-    if ci.step_summary is not None:
-        append_summary(ci.step_summary, f"### Release {loaded.family.name} {loaded.tag_name()}: eval matrix\n\n"
-                       + markdown_table(("artifact", "published"), [(e.artifact, e.publish) for e in entries]))
+    report = check_step(settings)
+    loaded = settings.manifest
     err_console.print(f"[green]✓[/] tag {loaded.tag_name()} is {loaded.family.name}'s release; "
-                      f"eval matrix: {', '.join(e.artifact for e in entries)}")
-    print_json(matrix)
+                      f"eval matrix: {', '.join(e.artifact for e in report.entries)}")
+    print_json(report.as_dict())
 
 
-def _only_gate(loaded: Manifest, *, artifacts: tuple[str, ...], gates: tuple[str, ...], cache: HashCache) -> None:
+def _only_gate(settings: StepSettings) -> None:
     from rich.markup import escape
 
-    from hfrelease.ci import CiEnvironment, append_summary, draft_gate_summary, gate_summary
     from hfrelease.cli.output import err_console
-    from hfrelease.ledger.store import Ledger
-    from hfrelease.release_policy import decide_gates
+    from hfrelease.stages.release import gate_step
 
-    decision = decide_gates(loaded, ledger=Ledger(loaded.root / "results"), hash_cache=cache, artifacts=artifacts,
-                            gates=gates)
-    ci = CiEnvironment.detect()
-    if ci.step_summary is not None:
-        allowed = "".join(f"\n- allowed (publish = false): {p.text}" for p in decision.allowed)
-        drafts = ("\n\n" + draft_gate_summary(decision.draft_checks, title="### Draft gates after the merge")
-                  if decision.draft_checks else "")
-        append_summary(ci.step_summary, gate_summary(decision.rows, title="Gates after the merge") + drafts + "\n"
-                       + allowed)
+    decision = gate_step(settings)
     for problem in decision.allowed:
         err_console.print(f"[yellow]allowed (publish = false):[/] {escape(problem.text)}", soft_wrap=True)
     error = decision.error()
@@ -229,26 +188,12 @@ def _only_gate(loaded: Manifest, *, artifacts: tuple[str, ...], gates: tuple[str
     err_console.print(f"[green]✓[/] {len(decision.rows)} gate result(s){drafts}: every published artifact passes")
 
 
-def _only_publish(
-    loaded: Manifest, *, hub: str, hub_root: Path | None, artifacts: tuple[str, ...], work_dir: Path | None,
-    cache: HashCache,
-) -> None:
-    import tempfile
-
-    from hfrelease.ci import CiEnvironment, append_summary, markdown_table
+def _only_publish(settings: StepSettings) -> None:
     from hfrelease.cli.output import err_console
-    from hfrelease.rehearsal import publish_and_verify
+    from hfrelease.stages.release import publish_step
 
-    out_dir = (work_dir or Path(tempfile.mkdtemp(prefix="hfrelease-verify-"))) / "verify"
-    report, verified = publish_and_verify(
-        loaded, hub=hub, hub_root=hub_root, artifacts=artifacts, out_dir=out_dir, cache=cache,
-        echo=lambda line: err_console.print(f"[dim]{line}[/]", soft_wrap=True, highlight=False))
-    outcome = report.outcome
-    assert outcome is not None  # publish_and_verify never dry-runs
-    ci = CiEnvironment.detect()
-    if ci.step_summary is not None:
-        append_summary(ci.step_summary, f"### Published {loaded.family.name} {outcome.tag}: {outcome.message}\n\n"
-                       + markdown_table(("repo", "status", "commit"),
-                                        [(o.repo, o.status, (o.commit or "")[:12]) for o in outcome.repos]))
-    err_console.print(f"[bold green]{outcome.message}[/]; {len(verified)} repo(s) downloaded back and verified",
-                      soft_wrap=True)
+    report, verified = publish_step(
+        settings, echo=lambda line: err_console.print(f"[dim]{line}[/]", soft_wrap=True, highlight=False))
+    assert report.outcome is not None  # the publish step never dry-runs
+    err_console.print(f"[bold green]{report.outcome.message}[/]; {len(verified)} repo(s) downloaded back and "
+                      "verified", soft_wrap=True)

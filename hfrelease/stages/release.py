@@ -1,0 +1,138 @@
+"""The release workflow's own steps (`hfrelease release --only check|gate|publish`), as stage functions.
+
+`check_step` decides the eval matrix (the check job), `gate_step` judges the merged ledger (the merge
+job), `publish_step` publishes and verifies (the publish job, with the same `publish_stage` and
+`verify_stage` as `hfrelease publish` and `hfrelease verify`). On GitHub Actions each writes its job
+output and step summary; the rehearsal (`hfrelease release`) runs them through the same CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hfrelease.errors import ConfigError, ConfigProblem, ExitCode
+from hfrelease.stages.runner import default_hash_cache
+
+if TYPE_CHECKING:
+    from hfrelease.ledger.hashing import HashCache
+    from hfrelease.manifest import Manifest
+    from hfrelease.publish import PublishReport
+    from hfrelease.release_policy import GateDecision, MatrixEntry
+    from hfrelease.verification import VerifiedRepo
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepSettings:
+    """One step of the release workflow: the family, the tag being released, what it is restricted to."""
+
+    manifest: Manifest
+    tag: str | None = None  # must be the manifest's release tag when given
+    artifacts: tuple[str, ...] = ()
+    gates: tuple[str, ...] = ()
+    hub: str = "manifest"  # publish: a Hub URL, `local`, or `manifest` ([publish].endpoint / HF_ENDPOINT)
+    hub_root: Path | None = None
+    work_dir: Path | None = None  # publish: where the release is downloaded back to (default: a temp dir)
+
+
+def _selected(settings: StepSettings) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The selection checked against the manifest, after the tag (a wrong tag stops every step)."""
+    from hfrelease.manifest.selection import select
+    from hfrelease.release_policy import check_tag
+
+    chosen = select(settings.manifest, artifacts=settings.artifacts, gates=settings.gates)
+    check_tag(settings.manifest, settings.tag)
+    return chosen.artifacts, chosen.gates
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatrixReport:
+    """The eval matrix: one job per artifact with a gate to run, and per draft."""
+
+    entries: tuple[MatrixEntry, ...]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"include": [e.as_dict() for e in self.entries]}
+
+
+def check_step(settings: StepSettings) -> MatrixReport:
+    """The check job: the tag, the family tree, the eval matrix (to `GITHUB_OUTPUT` as `matrix`)."""
+    from hfrelease.check import tree_problems
+    from hfrelease.ci import CiEnvironment, append_summary, markdown_table, set_output
+    from hfrelease.release_policy import check_drafts_served, eval_matrix
+
+    loaded = settings.manifest
+    artifacts, gates = _selected(settings)
+    # What the bundle would refuse (a file outside the tree, a token, a pickle) stops the release here, on the
+    # GitHub-hosted runner, instead of in the publish job after every eval job has run.
+    problems = tree_problems(loaded)
+    if problems:
+        raise ConfigError(str(loaded.root / "release.toml"), problems)
+    entries = eval_matrix(loaded, artifacts, gates)
+    check_drafts_served(loaded, entries)
+    if not entries:
+        raise ConfigError("hfrelease release", [ConfigProblem(
+            location="gate", message="no artifact has a gate to run: the eval matrix would be empty")])
+    report = MatrixReport(entries=tuple(entries))
+    ci = CiEnvironment.detect()
+    if ci.output is not None:
+        set_output(ci.output, "matrix", json.dumps(report.as_dict()))
+    if ci.step_summary is not None:
+        append_summary(ci.step_summary, f"### Release {loaded.family.name} {loaded.tag_name()}: eval matrix\n\n"
+                       + markdown_table(("artifact", "published"), [(e.artifact, e.publish) for e in entries]))
+    return report
+
+
+def gate_step(settings: StepSettings, *, cache: HashCache | None = None) -> GateDecision:
+    """The merge job's gate: every recorded gate of the merged ledger judged; `decision.error()` stops the
+    release when a published artifact's gate failed, is void or is missing."""
+    from hfrelease.ci import CiEnvironment, append_summary, draft_gate_summary, gate_summary
+    from hfrelease.ledger.store import Ledger
+    from hfrelease.release_policy import decide_gates
+
+    loaded = settings.manifest
+    artifacts, gates = _selected(settings)
+    cache = cache or default_hash_cache()
+    decision = decide_gates(loaded, ledger=Ledger(loaded.root / "results"), hash_cache=cache, artifacts=artifacts,
+                            gates=gates)
+    cache.save()
+    ci = CiEnvironment.detect()
+    if ci.step_summary is not None:
+        allowed = "".join(f"\n- allowed (publish = false): {p.text}" for p in decision.allowed)
+        drafts = ("\n\n" + draft_gate_summary(decision.draft_checks, title="### Draft gates after the merge")
+                  if decision.draft_checks else "")
+        append_summary(ci.step_summary, gate_summary(decision.rows, title="Gates after the merge") + drafts + "\n"
+                       + allowed)
+    return decision
+
+
+def publish_step(
+    settings: StepSettings, *, cache: HashCache | None = None, echo: Callable[[str], None],
+) -> tuple[PublishReport, tuple[VerifiedRepo, ...]]:
+    """The publish job: publish all-or-nothing (never a dry run), then download every tag back and verify it."""
+    from hfrelease.ci import CiEnvironment, append_summary, markdown_table
+    from hfrelease.rehearsal import publish_and_verify
+
+    loaded = settings.manifest
+    artifacts, _ = _selected(settings)
+    cache = cache or default_hash_cache()
+    out_dir = (settings.work_dir or Path(tempfile.mkdtemp(prefix="hfrelease-verify-"))) / "verify"
+    report, verified = publish_and_verify(loaded, hub=settings.hub, hub_root=settings.hub_root, artifacts=artifacts,
+                                          out_dir=out_dir, cache=cache, echo=echo)
+    cache.save()
+    outcome = report.outcome
+    assert outcome is not None  # publish_and_verify never dry-runs
+    ci = CiEnvironment.detect()
+    if ci.step_summary is not None:
+        append_summary(ci.step_summary, f"### Published {loaded.family.name} {outcome.tag}: {outcome.message}\n\n"
+                       + markdown_table(("repo", "status", "commit"),
+                                        [(o.repo, o.status, (o.commit or "")[:12]) for o in outcome.repos]))
+    return report, verified
