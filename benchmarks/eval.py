@@ -8,6 +8,18 @@
 2. Warm re-run of the fully recorded family ÷ the cold run that recorded it. Bar: ≤ 0.02, zero requests.
 3. Hashing: weight bytes read for content hashes by the cold run (at most 1x the family's weight bytes) and
    by the warm run (0).
+
+    .venv/bin/python benchmarks/eval.py --schedule [--rounds 2] [--sweep 1,2,4,8,16,32]
+
+4. Concurrent against sequential gates, side by side on one server (the demo's fp8-dynamic, whose gates are
+   judged against the reference): first the artifact's concurrency sweep (`eval --speed-only`, the `load`
+   workload at the `--sweep` levels) and the reference's gates are recorded; then, on one fp8-dynamic server
+   started with the gate server's own command, its four gates run one after another (each at its own
+   num_concurrent) and all at once (sharing the budget the sweep's knee gives), the order alternating per
+   round. Printed: wall time of each (first gate's start to last gate's end), their ratio (bar <= 0.6), each
+   run's utilization (generated tok/s over the sweep's throughput at its in-flight level; bar >= 0.90 for the
+   concurrent run), the server's busy share and mean batch, the verdicts of both (must agree) and how many
+   samples answered differently between the two schedules, per gate.
 Needs the demo family (`hfrelease demo build`); starts one server at a time.
 """
 
@@ -23,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +61,12 @@ def main() -> None:  # noqa: PLR0915 - one linear script: measure, then print
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--overhead-only", action="store_true", help="skip the cold/warm family runs")
+    parser.add_argument("--schedule", action="store_true", help="only concurrent against sequential gates")
+    parser.add_argument("--sweep", default="1,2,4,8,16,32", help="concurrency levels of the sweep (--schedule)")
     args = parser.parse_args()
+    if args.schedule:
+        schedule_benchmark(rounds=args.rounds, levels=[int(c) for c in args.sweep.split(",")])
+        return
 
     from hfrelease.evaluation.plan import describe_gate, model_files, plan_eval
     from hfrelease.ledger.hashing import weight_files
@@ -128,6 +146,102 @@ def main() -> None:  # noqa: PLR0915 - one linear script: measure, then print
     print(f"{'weight bytes read for hashes, cold run':<58}{cold_report['hash_bytes_read']:>14,}")
     print(f"{'weight bytes read for hashes, warm run':<58}{warm_report['hash_bytes_read']:>14,}")
     shutil.rmtree(work, ignore_errors=True)
+
+
+ARTIFACT = "fp8-dynamic"
+
+
+def schedule_benchmark(*, rounds: int, levels: list[int]) -> None:
+    import dataclasses
+
+    import tomli_w
+
+    from hfrelease.evaluation.plan import plan_eval, serve_command
+    from hfrelease.evaluation.runner import EvalReport, run_eval
+    from hfrelease.ledger.store import Ledger
+    from hfrelease.manifest import load_manifest
+    from hfrelease.serving.plugin import ensure_plugin
+    from hfrelease.serving.process import VllmServer, free_port
+
+    work = Path(tempfile.mkdtemp(prefix="hfrelease-bench-schedule-"))
+    os.environ["HFRELEASE_CACHE"] = str(work / "cache")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"}
+    family = family_copy(work)
+    data = tomllib.loads((family / "release.toml").read_text())
+    data["workload"] = [{**w, "concurrency": levels} for w in data["workload"] if w["id"] == "load"]
+    (family / "release.toml").write_text(tomli_w.dumps(data))
+    hfrelease = [str(VENV_BIN / "python"), "-m", "hfrelease"]
+    started = time.perf_counter()
+    # The artifact's sweep and the reference's gates, recorded the ordinary way.
+    for argv in (["eval", str(family), "--speed-only", "--artifact", ARTIFACT, "--workload", "load"],
+                 ["eval", str(family), "--artifact", "reference"]):
+        seconds, done = timed([*hfrelease, *argv, "--run-dir", str(work / argv[-1])], work, env)
+        if done.returncode not in (0, 4):
+            sys.exit(f"{shlex.join(argv)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        print(f"# {shlex.join(argv[2:])}: {seconds:.0f} s", flush=True)
+    manifest = load_manifest(family)
+    recorded = Ledger(family / "results")
+    plan = plan_eval(manifest, ledger=recorded, hash_cache=None, artifacts=[ARTIFACT], force=True)
+    job = plan.servers[0]
+    assert job.in_flight is not None
+    print(f"# in flight: {job.in_flight.value} ({job.in_flight.reason})", flush=True)
+    schedules = {"sequential": dataclasses.replace(job, in_flight=None), "concurrent": job}
+    port = free_port()
+    command = serve_command(manifest, job, port=port, vllm=str(VENV_BIN / "vllm"))
+    if command.plugin:
+        ensure_plugin(manifest.resolve(command.plugin))
+    reports: dict[str, list[EvalReport]] = {"sequential": [], "concurrent": []}
+    with VllmServer(command, log_path=work / "server.log", port=port) as server:
+        server.wait_until_ready()
+        for round_ in range(rounds):
+            order = ["sequential", "concurrent"] if round_ % 2 == 0 else ["concurrent", "sequential"]
+            for name in order:
+                ledger_root = work / f"{name}-{round_}"
+                shutil.copytree(family / "results", ledger_root)  # the reference's records, to judge against
+                report = run_eval(dataclasses.replace(plan, servers=(schedules[name],)), ledger=Ledger(ledger_root),
+                                  run_dir=work / f"run-{name}-{round_}", endpoint=server.endpoint.base_url)
+                reports[name].append(report)
+                load = report.loads[0]
+                print(f"# round {round_} {name}: {load.summary()}", flush=True)
+    print(f"# benchmark wall time {time.perf_counter() - started:.0f} s")
+    print(f"{'measure':<64}{'sequential':>14}{'concurrent':>14}")
+    walls = {name: statistics.median(r.loads[0].wall_s for r in runs) for name, runs in reports.items()}
+    print(f"{'gates wall time, median s':<64}{walls['sequential']:>14.1f}{walls['concurrent']:>14.1f}")
+    for label, pick in (("generated tok/s", lambda u: u.tokens_per_s),
+                        ("utilization (tok/s / sweep at its in-flight level)", lambda u: u.ratio or 0.0),
+                        ("server busy share (running > 0)", lambda u: u.busy_share or 0.0),
+                        ("mean batch (request-seconds per second)", lambda u: u.mean_batch)):
+        values = {name: statistics.median(pick(r.loads[0].utilization) for r in runs if r.loads[0].utilization)
+                  for name, runs in reports.items()}
+        print(f"{label + ', median':<64}{values['sequential']:>14.3f}{values['concurrent']:>14.3f}")
+    in_flight = {name: runs[0].loads[0].in_flight.value for name, runs in reports.items()}
+    print(f"{'in flight (sweep level the utilization is against)':<64}{in_flight['sequential']:>14}"
+          f"{in_flight['concurrent']:>14}")
+    print(f"{'wall-time ratio concurrent / sequential (bar <= 0.6)':<64}"
+          f"{walls['concurrent'] / walls['sequential']:>28.3f}")
+    verdicts = {name: [{row.gate_id: row.verdict for row in r.rows if row.artifact_id == ARTIFACT} for r in runs]
+                for name, runs in reports.items()}
+    same = all(v == verdicts["sequential"][0] for runs in verdicts.values() for v in runs)
+    print(f"verdicts: sequential {verdicts['sequential'][0]}, concurrent {verdicts['concurrent'][0]}; "
+          f"{'the same in every run' if same else 'DIFFERENT'}")
+    for gate in [g.gate.id for g in job.gates]:
+        first = _responses(work / "sequential-0", gate)
+        for name, runs in reports.items():
+            for round_ in range(len(runs)):
+                other = _responses(work / f"{name}-{round_}", gate)
+                differ = sum(1 for doc, answer in first.items() if other.get(doc) != answer)
+                print(f"{gate}: {name} round {round_}: {differ} of {len(first)} samples answered differently "
+                      "from sequential round 0")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _responses(ledger_root: Path, gate: str) -> dict[str, tuple[str, float]]:
+    """Per sample of `gate`'s record on the artifact: its response and score."""
+    from hfrelease.ledger.store import Ledger
+
+    ledger = Ledger(ledger_root)
+    records = ledger.records(artifact_id=ARTIFACT, subject_id=gate, kind="gate")
+    return {s.doc_id: (s.response, s.score) for s in ledger.load_samples(records[-1])}
 
 
 if __name__ == "__main__":

@@ -9,6 +9,11 @@ on the same server, with the order of the two alternating from repeat to repeat.
 
 - per point, median batch-1 output tok/s recorded by hfrelease / median of the by-hand runs (bar:
   0.97-1.03), and the median of the per-repeat ratios (each repeat's two runs are back to back);
+- with `--control`, the accuracy bar relative to this machine's noise: each repeat is run by hand a second
+  time, and the ratios by hand again / by hand of every repeat of the run (the same command twice, back to
+  back: an A/A control) span the machine's noise. A point's hfrelease / by-hand ratio (the median of its
+  per-repeat ratios) inside that span cannot be told from the noise: verdict "within noise"; outside it,
+  "outside noise". The run's verdict is "within noise" when every point is;
 - time outside the server / speed-anchor wall time, both with server start-up and stop excluded and
   the by-hand runs subtracted (bar: <= 0.05). "Inside the server" is the benchmark's own `duration` of
   every measured and warm-up invocation: the time from the first request sent to the last answer.
@@ -137,6 +142,10 @@ def main() -> None:
         ratios: list[float] = []
         paired_all: list[float] = []
         controls: list[float] = []
+        control_repeats = [again / hand for point in runner.again
+                           for again, hand in zip(runner.again[point], runner.hand[point], strict=True)]
+        noise = (min(control_repeats), max(control_repeats)) if control_repeats else None
+        verdicts: list[bool] = []
         for record in ledger.records(kind="speed"):
             point = next(p for p in runner.hand if f"{record.artifact_id}.{record.extra['speculative']}" in p
                          and p.endswith(f"{record.subject_id}-c{record.extra['concurrency']}"))
@@ -156,6 +165,11 @@ def main() -> None:
                 controls.append(control)
                 print(f"{'':<4}control: by hand again {statistics.median(runner.again[point]):.1f} tok/s, "
                       f"ratio to by hand {control:.3f}")
+            if noise is not None:
+                inside = noise[0] <= paired <= noise[1]
+                verdicts.append(inside)
+                print(f"{'':<4}verdict: hfrelease / by hand {paired:.3f} is {'within' if inside else 'outside'} the "
+                      f"A/A control's spread [{noise[0]:.3f}, {noise[1]:.3f}]")
         timing = report.timing
         wall = timing.wall - timing.server_start - timing.server_stop - runner.hand_seconds
         outside = wall - timing.measured - timing.warmup
@@ -164,6 +178,9 @@ def main() -> None:
             "paired_ratio_min": round(min(paired_all), 3), "paired_ratio_max": round(max(paired_all), 3),
             **({"control_ratio_min": round(min(controls), 3), "control_ratio_max": round(max(controls), 3)}
                if controls else {}),
+            **({"noise_spread": [round(noise[0], 3), round(noise[1], 3)],
+                "verdict": "within noise" if all(verdicts) else "outside noise",
+                "points_within_noise": f"{sum(verdicts)} of {len(verdicts)}"} if noise is not None else {}),
             "anchor_wall_s": round(wall, 1), "inside_server_s": round(timing.measured + timing.warmup, 1),
             "outside_server_s": round(outside, 1), "outside_ratio": round(outside / wall, 4),
             "scrape_s": round(timing.scrape, 1), "server_start_s": round(timing.server_start, 1),

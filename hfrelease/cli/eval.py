@@ -94,6 +94,10 @@ def _print_plan(report: EvalPlanReport) -> None:
         pending = [g for g in server["gates"] if not g["cached"]]
         out_console.print(f"[bold]{server['artifact']}[/] — {len(pending)} of {len(server['gates'])} gates to run")
         _print_server(server, pending=bool(pending), what="gate")
+        if pending and server["in_flight"] is not None:
+            flight = server["in_flight"]
+            out_console.print(f"  gates at once, {flight['in_flight']} requests in flight: {flight['reason']}",
+                              soft_wrap=True, markup=False)
         for gate in server["gates"]:
             mark = "recorded" if gate["cached"] else "run"
             out_console.print(f"    [{mark}] {gate['gate']}: {gate['command']}", soft_wrap=True, markup=False)
@@ -143,6 +147,7 @@ class _LiveView:
         self.states = dict.fromkeys(servers, "waiting")
         self.items = items
         self.lines: list[str] = []
+        self.loads: dict[str, str] = {}  # per artifact, its server's utilization so far
 
     def server_state(self, server_id: str, state: str) -> None:
         self.states[server_id] = state
@@ -155,6 +160,9 @@ class _LiveView:
 
     def point_progress(self, server_id: str, point_id: str, text: str) -> None:
         self.items[(server_id, point_id)] = text
+
+    def server_load(self, artifact_id: str, summary: str) -> None:
+        self.loads[artifact_id] = summary
 
     def log(self, message: str) -> None:
         from hfrelease.redact import redact
@@ -176,7 +184,9 @@ class _LiveView:
                     table.add_row(escape(server_id) if first else "", escape(state) if first else "", escape(item),
                                   escape(progress))
                     first = False
-        return Group(table, *(Text(line, style="dim", overflow="ellipsis", no_wrap=True) for line in self.lines))
+        loads = (Text(f"{aid} server: {text}", overflow="ellipsis", no_wrap=True) for aid, text in self.loads.items())
+        return Group(table, *loads,
+                     *(Text(line, style="dim", overflow="ellipsis", no_wrap=True) for line in self.lines))
 
 
 class _LiveViews:
@@ -256,6 +266,8 @@ def _print_gates(report: EvalReport) -> None:
         table.add_row(row.artifact_id, escape(row.label), row.mode, value, delta, str(row.n),
                       f"{row.truncated}/{row.empty}", verdict)
     out_console.print(table)
+    for load in report.loads:
+        out_console.print(f"{load.artifact_id}: {escape(load.summary())}", soft_wrap=True)
     out_console.print(
         f"{report.servers_started} server(s) started, {report.requests_sent} requests sent; "
         f"records in the ledger; logs in {report.run_dir}"

@@ -28,6 +28,7 @@ class RequestsFailedError(MeasurementError):
     def __init__(self, *, gate: str, failed: int, total: int, kinds: Mapping[str, int], attempts: int,
                  allowed: int, base_url: str, sequential: bool = False) -> None:  # fmt: skip
         self.failed, self.total, self.kinds, self.base_url = failed, total, dict(kinds), base_url
+        self.gate, self.attempts, self.allowed, self.sequential = gate, attempts, allowed, sequential
         how = ", ".join(f"{kind}: {count}" for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]))
         slow = (f" If the requests are just slow, raise request_timeout of gate {gate!r} (derived from max_tokens "
                 "when unset).") if TIMED_OUT in kinds else ""  # fmt: skip

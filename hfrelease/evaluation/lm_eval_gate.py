@@ -19,6 +19,7 @@ gate's `max_truncated` share allows, the rest are not sent and the gate stops wi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -28,6 +29,7 @@ import sqlite3
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -175,6 +177,22 @@ class _Counted:
     max_retries: int
     gate_id: str
     server_url: str  # the server's base URL (lm-eval's own `base_url` is the endpoint's URL: never overwrite it)
+    # The artifact's budget of requests in flight, shared with the gates running beside this one (a semaphore
+    # of `hfrelease.evaluation.gate_process`); None: this gate's own num_concurrent is the only limit.
+    slots: Any = None
+    _concurrent: int  # lm-eval's num_concurrent
+
+    async def _take_slot(self) -> None:
+        """Wait for a slot of the shared budget without blocking the event loop (the semaphore is another
+        process's too: a thread waits on it). A request cancelled while waiting gives back the slot it gets."""
+        pool: ThreadPoolExecutor = self.__dict__.get("_slot_pool") or self.__dict__.setdefault(
+            "_slot_pool", ThreadPoolExecutor(max_workers=max(1, self._concurrent), thread_name_prefix="slot"))
+        waiting: Future[bool] = pool.submit(self.slots.acquire)
+        try:
+            await asyncio.wrap_future(waiting)
+        except asyncio.CancelledError:
+            waiting.add_done_callback(lambda f: self.slots.release() if not f.cancelled() and f.result() else None)
+            raise
 
     def _last_attempt(self, messages: Any) -> bool:
         attempts: dict[int, int] = self.__dict__.setdefault("_attempts", {})
@@ -192,6 +210,8 @@ class _Counted:
         generate = bool(kwargs.get("generate", True))
         if self.observer.stopped:
             return _failed_answers(messages, generate)  # past the threshold: not sent
+        if self.slots is not None:
+            await self._take_slot()
         try:
             result = await super().amodel_call(*args, **kwargs)  # type: ignore[misc]
         except Exception as error:
@@ -199,6 +219,9 @@ class _Counted:
                 raise
             self.observer.failed(request_failure_kind(error), len(messages))
             return _failed_answers(messages, generate)
+        finally:
+            if self.slots is not None:
+                self.slots.release()
         self._done(messages)
         return result
 
@@ -206,6 +229,8 @@ class _Counted:
         # lm-eval's sequential path (num_concurrent = 1) has no answer to stand in for a failed request (it
         # parses the response after this returns): the first request that fails after every attempt stops it.
         messages = kwargs["messages"] if "messages" in kwargs else args[0]
+        if self.slots is not None:
+            self.slots.acquire()
         try:
             result = super().model_call(*args, **kwargs)  # type: ignore[misc]
         except Exception as error:
@@ -213,6 +238,9 @@ class _Counted:
                 raise
             self.observer.failed(request_failure_kind(error), len(messages))
             raise self.failure(sequential=True) from None
+        finally:
+            if self.slots is not None:
+                self.slots.release()
         self._done(messages)
         return result
 
@@ -382,8 +410,12 @@ def lm_eval_call(
     task_dir: Path | None,
     tokenizer: str | None,
     tokenizer_revision: str | None = None,
+    num_concurrent: int | None = None,
 ) -> LmEvalCall:
     """The lm-eval run of `gate` against the server at `base_url` serving `model`.
+
+    `num_concurrent`: the requests it may keep in flight (default the gate's own); a gate running beside the
+    artifact's others gets the artifact's whole budget, which the gates share (`hfrelease.evaluation.budget`).
 
     `tokenizer` (log-likelihood tasks need one) is a local tokenizer directory, so that nothing is fetched
     from the Hub, or, in a dry run of a Hub source not downloaded yet, its repo id at `tokenizer_revision`;
@@ -392,7 +424,7 @@ def lm_eval_call(
     assert gate.task is not None
     model_args: dict[str, Any] = {
         "model": model,
-        "num_concurrent": gate.num_concurrent,
+        "num_concurrent": num_concurrent or gate.num_concurrent,
         "max_retries": MAX_RETRIES,
         "seed": gate.seed,
         "max_gen_toks": gate.max_tokens,
@@ -432,13 +464,15 @@ def lm_eval_call(
 
 def run_lm_eval_gate(
     gate: Gate, call: LmEvalCall, *, on_progress: Progress | None = None, cache: RequestCache | None = None,
+    slots: Any = None,
 ) -> GateRun:
     """Run `call` (the lm-eval run of `gate`, from `lm_eval_call`) through lm-eval's Python API.
 
     Exactly what `lm_eval` does with `call.argv()`, except that hfrelease's model classes observe each
     response and nothing is written to files but the request `cache` (lm-eval's `--use_cache`, which
     changes which requests are sent, never an answer). Bootstrap stderrs use lm-eval's default iteration
-    count, which its command line cannot change.
+    count, which its command line cannot change. `slots`: the budget of requests in flight this gate shares
+    with the artifact's other gates (each request holds one while it is sent and answered).
     """
     import lm_eval
     from lm_eval.tasks import TaskManager
@@ -448,6 +482,7 @@ def run_lm_eval_gate(
     observer = _Observer(on_progress=on_progress, max_failed_share=gate.max_truncated)
     lm = classes[call.model](**call.model_args)
     lm.observer, lm.gate_id, lm.server_url = observer, gate.id, call.model_args["base_url"].rsplit("/v1/", 1)[0]
+    lm.slots = slots
     # lm-eval's command line gives the task manager the model arguments as metadata (EvaluatorConfig).
     metadata = dict(call.model_args)
     task_manager = TaskManager(include_path=call.include_path, metadata=metadata)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hfrelease.errors import ArtifactError
+from hfrelease.evaluation.budget import InFlight, Sweep, choose_in_flight, find_sweep
 from hfrelease.evaluation.custom_gate import custom_gate_argv
 from hfrelease.evaluation.lm_eval_gate import LmEvalCall, lm_eval_call
 from hfrelease.ledger.hashing import ContentHash, HashCache, hash_artifact
@@ -56,10 +57,21 @@ class ServerJob:
     public: ServeCommand  # the form a card prints (repo id, no host/port)
     gates: tuple[GateJob, ...]
     unknown: str | None = None
+    in_flight: InFlight | None = None  # the requests its gates keep in flight together (concurrent schedule)
+    sweep: Sweep | None = None  # its recorded concurrency sweep: the server's throughput at each level
 
     @property
     def pending(self) -> tuple[GateJob, ...]:
         return tuple(g for g in self.gates if g.pending)
+
+    @property
+    def concurrent(self) -> bool:
+        """Whether its gates run at once, sharing `in_flight` (else one after another at their num_concurrent)."""
+        return self.in_flight is not None
+
+    def num_concurrent(self, gate: Gate) -> int:
+        """The requests `gate` may keep in flight: the shared budget, or its own num_concurrent."""
+        return self.in_flight.value if self.in_flight is not None else gate.num_concurrent
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,8 +296,11 @@ def plan_eval(
                 manifest, gate, ledger=ledger, artifact_id=artifact.id, content_sha256=content.sha256,
                 public=public, any_harness=any_harness, reference_sha256=reference_sha)
             jobs.append(GateJob(artifact_id=artifact.id, gate=gate, input_key=key, recorded=recorded))
+        sweep = find_sweep(ledger, artifact_id=artifact.id, content_sha256=content.sha256,
+                           serve_display=public.display()) if content else None
+        in_flight = choose_in_flight(manifest, chosen, sweep) if manifest.eval.schedule == "concurrent" else None
         servers.append(ServerJob(artifact=artifact, model_dir=model_dir, content=content, public=public,
-                                 gates=tuple(jobs), unknown=unknown))
+                                 gates=tuple(jobs), unknown=unknown, in_flight=in_flight, sweep=sweep))
     # Measuring (or its dry run), not judging: a judge reports a missing record, it never plans a server.
     if not any_harness and artifacts and manifest.reference.id not in artifacts:
         servers = _with_fidelity_reference(manifest, servers, ledger=ledger, hash_cache=hash_cache, hasher=hasher,
@@ -325,8 +340,12 @@ def _with_fidelity_reference(
             jobs.append(GateJob(artifact_id=reference.id, gate=gate, input_key=key, recorded=None))
     if not jobs:
         return servers
-    return [ServerJob(artifact=reference, model_dir=model_dir, content=content, public=public, gates=tuple(jobs)),
-            *servers]
+    sweep = find_sweep(ledger, artifact_id=reference.id, content_sha256=content.sha256,
+                       serve_display=public.display())
+    concurrent = manifest.eval.schedule == "concurrent"
+    in_flight = choose_in_flight(manifest, [job.gate for job in jobs], sweep) if concurrent else None
+    return [ServerJob(artifact=reference, model_dir=model_dir, content=content, public=public, gates=tuple(jobs),
+                      in_flight=in_flight, sweep=sweep), *servers]
 
 
 def _reference_sha(
@@ -344,13 +363,17 @@ def _reference_sha(
     return content.sha256
 
 
-def gate_call(manifest: Manifest, gate: Gate, *, base_url: str, model: str, files: ModelFiles) -> LmEvalCall:
-    """The lm-eval run of an lm-eval gate: what the runner passes to lm-eval and what --dry-run prints."""
+def gate_call(manifest: Manifest, gate: Gate, *, base_url: str, model: str, files: ModelFiles,
+              num_concurrent: int | None = None) -> LmEvalCall:
+    """The lm-eval run of an lm-eval gate: what the runner passes to lm-eval and what --dry-run prints.
+
+    `num_concurrent`: its requests in flight (`ServerJob.num_concurrent`); default the gate's own."""
     tokenizer = files if gate.api == "completions" else None
     return lm_eval_call(gate, base_url=base_url, model=model,
                         task_dir=manifest.resolve(gate.task_dir) if gate.task_dir else None,
                         tokenizer=tokenizer.name if tokenizer else None,
-                        tokenizer_revision=tokenizer.revision if tokenizer else None)
+                        tokenizer_revision=tokenizer.revision if tokenizer else None,
+                        num_concurrent=num_concurrent)
 
 
 def describe_fidelity(manifest: Manifest, job: GateJob, *, base_url: str, model: str) -> str:
@@ -380,13 +403,13 @@ def describe_fidelity(manifest: Manifest, job: GateJob, *, base_url: str, model:
 
 
 def describe_gate(manifest: Manifest, job: GateJob, *, base_url: str, model: str, files: ModelFiles,
-                  run_dir: str = "<run dir>") -> str:
+                  run_dir: str = "<run dir>", num_concurrent: int | None = None) -> str:
     """The exact invocation of one gate, as a shell line."""
     gate = job.gate
     if gate.fidelity is not None:
         return describe_fidelity(manifest, job, base_url=base_url, model=model)
     if gate.task is not None:
-        call = gate_call(manifest, gate, base_url=base_url, model=model, files=files)
+        call = gate_call(manifest, gate, base_url=base_url, model=model, files=files, num_concurrent=num_concurrent)
         return call.display(output_path=str(Path(run_dir) / "lm-eval" / job.artifact_id / gate.id))
     if gate.command is not None:
         argv = custom_gate_argv(gate, base_url=base_url, model=model, out=Path(run_dir) / "report.json")

@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 
 from hfrelease import __version__
 from hfrelease.errors import ExitCode, HfreleaseError, MeasurementError
+from hfrelease.evaluation.budget import InFlight, choose_in_flight
 from hfrelease.evaluation.comparison import Comparison
 from hfrelease.evaluation.custom_gate import run_custom_gate
 from hfrelease.evaluation.failures import RequestsFailedError, classify_gate_failure
@@ -34,7 +35,7 @@ from hfrelease.evaluation.fidelity_gate import (
     reference_lines,
     top_k,
 )
-from hfrelease.evaluation.lm_eval_gate import GateRun, RequestCache, generation_kwargs, run_lm_eval_gate
+from hfrelease.evaluation.lm_eval_gate import GateRun, LmEvalCall, RequestCache, generation_kwargs, run_lm_eval_gate
 from hfrelease.evaluation.plan import (
     EvalPlan,
     GateJob,
@@ -45,7 +46,9 @@ from hfrelease.evaluation.plan import (
     model_files,
     serve_command,
 )
+from hfrelease.evaluation.schedule import run_at_once
 from hfrelease.evaluation.timeouts import MAX_RETRIES, gate_request_timeout, stall_window
+from hfrelease.evaluation.utilization import LoadWatch, Utilization
 from hfrelease.evaluation.verdict import Verdict, gate_verdict, headline_value
 from hfrelease.ledger.atomic import write_atomic
 from hfrelease.ledger.hashing import HashCache
@@ -71,6 +74,7 @@ class EvalEvents(Protocol):
     def server_state(self, artifact_id: str, state: str) -> None: ...
     def gate_progress(self, artifact_id: str, gate_id: str, done: int, total: int) -> None: ...
     def gate_finished(self, artifact_id: str, gate_id: str, summary: str) -> None: ...
+    def server_load(self, artifact_id: str, summary: str) -> None: ...
     def log(self, message: str) -> None: ...
 
 
@@ -82,6 +86,9 @@ class NullEvents:
         pass
 
     def gate_finished(self, artifact_id: str, gate_id: str, summary: str) -> None:
+        pass
+
+    def server_load(self, artifact_id: str, summary: str) -> None:
         pass
 
     def log(self, message: str) -> None:
@@ -118,12 +125,34 @@ class GateRow:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ServerLoad:
+    """How an artifact's gates used its server: the schedule, its budget, the time and the utilization."""
+
+    artifact_id: str
+    schedule: Literal["concurrent", "sequential"]
+    in_flight: InFlight
+    wall_s: float  # from the first gate's start to the last gate's end
+    gates: int
+    utilization: Utilization | None  # None: the server exposes no vLLM counters
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"artifact": self.artifact_id, "schedule": self.schedule, **self.in_flight.as_dict(),
+                "wall_s": round(self.wall_s, 3), "gates": self.gates,
+                "utilization": self.utilization.as_dict() if self.utilization is not None else None}
+
+    def summary(self) -> str:
+        use = self.utilization.summary() if self.utilization is not None else "no vLLM counters on /metrics"
+        return f"{self.gates} gate(s) {self.schedule}ly in {self.wall_s:.1f} s; {use}"
+
+
+@dataclass(frozen=True, kw_only=True)
 class EvalReport:
     rows: tuple[GateRow, ...]
     servers_started: int
     requests_sent: int
     run_dir: Path
     records: tuple[Path, ...] = field(default_factory=tuple)
+    loads: tuple[ServerLoad, ...] = ()  # per artifact whose gates ran
 
     @property
     def exit_code(self) -> ExitCode:
@@ -157,7 +186,7 @@ def stderr_to(log_path: Path) -> Iterator[None]:
         os.close(target)
 
 
-def _route_lm_eval_logs(log_path: Path) -> None:
+def route_lm_eval_logs(log_path: Path) -> None:
     # lm-eval logs every request warning to the console; in a live view that is noise. Its log goes to
     # the run directory instead, where it is kept with the server logs.
     handler = logging.FileHandler(log_path)
@@ -193,10 +222,11 @@ def run_eval(
     """
     events = events or NullEvents()
     run_dir.mkdir(parents=True, exist_ok=True)
-    _route_lm_eval_logs(run_dir / "lm-eval.log")
+    route_lm_eval_logs(run_dir / "lm-eval.log")
     manifest = plan.manifest
     started = requests = 0
     written: list[Path] = []
+    loads: list[ServerLoad] = []
     measured: dict[tuple[str, str], LedgerRecord] = {}
     for job in plan.servers:
         if not job.pending:
@@ -205,16 +235,16 @@ def run_eval(
         if endpoint is not None:
             check_identity(endpoint, job.artifact.repo)
             events.server_state(job.artifact.id, f"attached {endpoint}")
-            n, paths = _run_gates(manifest, job, endpoint, None, None, ledger=ledger, events=events,
-                                  measured=measured, log_dir=run_dir, request_cache=request_cache, force=force,
-                                  hash_cache=hash_cache)
+            n, paths, load = _gates_with_load(manifest, job, endpoint, None, None, ledger=ledger, events=events,
+                                              measured=measured, log_dir=run_dir, request_cache=request_cache,
+                                              force=force, hash_cache=hash_cache)
         else:
             server, command = _start(manifest, job, run_dir=run_dir, events=events, base_env=base_env)
             started += 1
             try:
-                n, paths = _run_gates(manifest, job, server.endpoint.base_url, server, command, ledger=ledger,
-                                      events=events, measured=measured, log_dir=run_dir,
-                                      request_cache=request_cache, force=force, hash_cache=hash_cache)
+                n, paths, load = _gates_with_load(manifest, job, server.endpoint.base_url, server, command,
+                                                  ledger=ledger, events=events, measured=measured, log_dir=run_dir,
+                                                  request_cache=request_cache, force=force, hash_cache=hash_cache)
                 if after_gates is not None:
                     after_gates(job, server, command)
             finally:
@@ -223,9 +253,40 @@ def run_eval(
                 events.server_state(job.artifact.id, "stopped")
         requests += n
         written += paths
+        loads.append(load)
     rows = judge(plan, ledger=ledger, measured=measured, hash_cache=hash_cache)
     return EvalReport(rows=tuple(rows), servers_started=started, requests_sent=requests, run_dir=run_dir,
-                      records=tuple(written))
+                      records=tuple(written), loads=tuple(loads))
+
+
+def _gates_with_load(
+    manifest: Manifest, job: ServerJob, base_url: str, server: VllmServer | None, command: ServeCommand | None,
+    *, ledger: Ledger, events: EvalEvents, measured: dict[tuple[str, str], LedgerRecord], log_dir: Path,
+    request_cache: Path | None, force: bool, hash_cache: HashCache | None,
+) -> tuple[int, list[Path], ServerLoad]:
+    """The job's pending gates, at once or one after another, with the server's load watched throughout."""
+    # One after another, a gate keeps its own num_concurrent in flight: the largest is the level compared with.
+    in_flight = job.in_flight or choose_in_flight(manifest, [g.gate for g in job.pending], None)
+    peak = job.sweep.throughput_at(in_flight.value) if job.sweep is not None else None
+    aid = job.artifact.id
+    watch = LoadWatch(base_url, in_flight=in_flight.value, peak_tokens_per_s=peak,
+                      on_reading=lambda u: events.server_load(aid, u.summary()))
+    t0 = time.monotonic()
+    context = GateContext(manifest=manifest, job=job, base_url=base_url, server=server, command=command,
+                          ledger=ledger, events=events, measured=measured, log_dir=log_dir,
+                          request_cache=request_cache, force=force, hash_cache=hash_cache, load=watch)
+    with watch:
+        if job.concurrent:
+            n, paths = run_at_once(context, in_flight=in_flight.value)
+        else:
+            n, paths = _run_gates(manifest, job, base_url, server, command, ledger=ledger, events=events,
+                                  measured=measured, log_dir=log_dir, request_cache=request_cache, force=force,
+                                  hash_cache=hash_cache, load=watch)
+    load = ServerLoad(artifact_id=aid, schedule="concurrent" if job.concurrent else "sequential",
+                      in_flight=in_flight, wall_s=time.monotonic() - t0, gates=len(job.pending),
+                      utilization=watch.result())
+    events.server_load(aid, load.summary())
+    return n, paths, load
 
 
 def _start(
@@ -243,6 +304,104 @@ def _start(
     return server, command
 
 
+@dataclass(kw_only=True)
+class GateContext:
+    """What measuring the pending gates of one server job needs: the runner's side of both schedules."""
+
+    manifest: Manifest
+    job: ServerJob
+    base_url: str
+    server: VllmServer | None
+    command: ServeCommand | None
+    ledger: Ledger
+    events: EvalEvents
+    measured: dict[tuple[str, str], LedgerRecord]
+    log_dir: Path
+    request_cache: Path | None = None
+    force: bool = False
+    hash_cache: HashCache | None = None
+    load: LoadWatch | None = None
+    own_alarm: Alarm = field(default_factory=Alarm)
+
+    @property
+    def alarm(self) -> Alarm:
+        # Rung by whichever watchdog sees first that the gates' wait will never end: the server's (death) or
+        # the stall watchdog. An attached server has no watchdog of its own, only the stall watchdog.
+        return self.server.alarm if self.server is not None else self.own_alarm
+
+    def request_cache_of(self, gate_job: GateJob) -> RequestCache | None:
+        """The gate's request cache (emptied first when forced)."""
+        if self.request_cache is None:
+            return None
+        cache = RequestCache(directory=self.request_cache, key=gate_job.input_key)
+        if self.force:
+            cache.clear()
+        return cache
+
+    def lm_eval_call(self, gate_job: GateJob, num_concurrent: int | None = None) -> LmEvalCall:
+        files = model_files(self.job.artifact, self.job.model_dir)
+        return gate_call(self.manifest, gate_job.gate, base_url=self.base_url, model=self.job.artifact.repo,
+                         files=files, num_concurrent=num_concurrent)
+
+    def measure(self, gate_job: GateJob, cache: RequestCache | None, on_progress: Any, *,
+                redirect: bool = True) -> GateRun:
+        """The gate measured in this process (fidelity gates, custom gates, and lm-eval gates run one at a time);
+        `redirect`: send descriptor 2 to the run's log meanwhile (the concurrent schedule does it once for all)."""
+        gate = gate_job.gate
+        aid, model = self.job.artifact.id, self.job.artifact.repo
+        if gate.is_fidelity:
+            return _measure_fidelity(self.manifest, gate, aid, base_url=self.base_url, model=model,
+                                     ledger=self.ledger, measured=self.measured, hash_cache=self.hash_cache,
+                                     on_progress=on_progress)
+        with stderr_to(self.log_dir / "lm-eval.log") if redirect else contextlib.nullcontext():
+            return _measure(self.manifest, gate, base_url=self.base_url, model=model,
+                            files=model_files(self.job.artifact, self.job.model_dir), on_progress=on_progress,
+                            cache=cache)
+
+    def interrupted(self) -> BaseException | None:
+        """Why the main thread was interrupted: the server's death or a watchdog's reason (None: Ctrl-C)."""
+        if self.server is not None and self.server.died is not None:
+            return self.server.died
+        return self.alarm.reason
+
+    def failed(self, gate: Gate, exc: Exception) -> tuple[GateRun, MeasurementError]:
+        """A gate's exception, classified: a void run and the harness's failure, or raised as what it is."""
+        return _failed(self.server, self.alarm, gate=gate, base_url=self.base_url, exc=exc)
+
+    def finish(self, gate_job: GateJob, run: GateRun, failure: MeasurementError | None, *, started_at: str,
+               duration: float, schedule: Mapping[str, Any] | None = None) -> Path:
+        """Record a finished gate (its raw file first), drop its request cache, tell the live view."""
+        gate, aid, job = gate_job.gate, self.job.artifact.id, self.job
+        if failure is not None:
+            # A failed gate on a server that no longer serves (dead engine, gone process) is the server's death.
+            died = classify_gate_failure(failure, base_url=self.base_url, gate=gate.id, attached=self.server is None)
+            if died is not None:
+                raise died
+        if self.server is not None:
+            self.server.check_alive()
+        raw_name = None
+        if run.raw is not None:
+            # Content-addressed like a speed record's raw files, and written first: a record never names a
+            # missing file. Not *.json: the ledger reads every *.json of an artifact's directory as a record.
+            digest = hashlib.sha256(run.raw).hexdigest()[:12]
+            raw_name = f"gate-{gate.id}-{gate_job.input_key[:12]}-{digest}.fidelity.jsonl"
+            target = self.ledger.root / aid / raw_name
+            if not target.exists():
+                write_atomic(target, run.raw)
+        load = self.load.result() if self.load is not None else None
+        record = _record(self.manifest, job, gate_job, run, command=self.command, base_url=self.base_url,
+                         started_at=started_at, duration=duration, failure=failure,
+                         memory=self.server.memory() if self.server is not None else None, raw_name=raw_name,
+                         schedule=schedule, load=load)
+        path = self.ledger.write(record)
+        if self.request_cache is not None:
+            RequestCache(directory=self.request_cache, key=gate_job.input_key).clear()  # the record holds them now
+        self.measured[(aid, gate.id)] = record
+        summary = f"{run.value:.3f} (n={run.n})" if record.status == "ok" else f"void: {record.void_reason}"
+        self.events.gate_finished(aid, gate.id, summary)
+        return path
+
+
 def _run_gates(
     manifest: Manifest,
     job: ServerJob,
@@ -257,36 +416,30 @@ def _run_gates(
     request_cache: Path | None = None,
     force: bool = False,
     hash_cache: HashCache | None = None,
+    load: LoadWatch | None = None,
 ) -> tuple[int, list[Path]]:
+    """The job's pending gates one after another, each with its own num_concurrent (the sequential schedule)."""
+    context = GateContext(manifest=manifest, job=job, base_url=base_url, server=server, command=command,
+                          ledger=ledger, events=events, measured=measured, log_dir=log_dir,
+                          request_cache=request_cache, force=force, hash_cache=hash_cache, load=load)
     requests = 0
     written: list[Path] = []
-    model = job.artifact.repo
-    # Rung by whichever watchdog sees first that the gate's wait will never end: the server's (death) or
-    # the stall watchdog. An attached server has no watchdog of its own, only the stall watchdog.
-    alarm = server.alarm if server is not None else Alarm()
+    alarm = context.alarm
     for gate_job in job.pending:
         gate = gate_job.gate
         aid = job.artifact.id
         started_at, t0 = now_utc_iso(), time.monotonic()
         events.gate_progress(aid, gate.id, 0, 0)
-        files = model_files(job.artifact, job.model_dir)
-        cache = RequestCache(directory=request_cache, key=gate_job.input_key) if request_cache else None
-        if cache is not None and force:
-            cache.clear()
+        cache = context.request_cache_of(gate_job)
         progress = Progress()
 
         def on_progress(done: int, total: int, a: str = aid, g: str = gate.id, p: Progress = progress) -> None:
             p.update(done, total)
             events.gate_progress(a, g, done, total)
 
-        def measure(gate: Gate = gate, files: Any = files, cache: RequestCache | None = cache,
-                    on_progress: Any = on_progress, aid: str = aid) -> GateRun:
-            if gate.is_fidelity:
-                return _measure_fidelity(manifest, gate, aid, base_url=base_url, model=model, ledger=ledger,
-                                         measured=measured, hash_cache=hash_cache, on_progress=on_progress)
-            with stderr_to(log_dir / "lm-eval.log"):
-                return _measure(manifest, gate, base_url=base_url, model=model, files=files,
-                                on_progress=on_progress, cache=cache)
+        def measure(gate_job: GateJob = gate_job, cache: RequestCache | None = cache,
+                    on_progress: Any = on_progress) -> GateRun:
+            return context.measure(gate_job, cache, on_progress)
 
         timeout = gate_request_timeout(gate)
         watch = StallWatch(base_url=base_url, progress=progress, alarm=alarm, window=stall_window(timeout),
@@ -295,37 +448,13 @@ def _run_gates(
             run, failure = _watched(server, alarm, measure, watch=watch, gate=gate, base_url=base_url)
         except KeyboardInterrupt:
             # A watchdog records why before it interrupts the main thread, wherever the interrupt lands.
-            if server is not None and server.died is not None:
-                raise server.died from None
-            if alarm.reason is not None:
-                raise alarm.reason from None
+            reason = context.interrupted()
+            if reason is not None:
+                raise reason from None
             raise
-        if failure is not None:
-            # A failed gate on a server that no longer serves (dead engine, gone process) is the server's death.
-            died = classify_gate_failure(failure, base_url=base_url, gate=gate.id, attached=server is None)
-            if died is not None:
-                raise died
-        if server is not None:
-            server.check_alive()
         requests += run.requests
-        raw_name = None
-        if run.raw is not None:
-            # Content-addressed like a speed record's raw files, and written first: a record never names a
-            # missing file. Not *.json: the ledger reads every *.json of an artifact's directory as a record.
-            digest = hashlib.sha256(run.raw).hexdigest()[:12]
-            raw_name = f"gate-{gate.id}-{gate_job.input_key[:12]}-{digest}.fidelity.jsonl"
-            target = ledger.root / aid / raw_name
-            if not target.exists():
-                write_atomic(target, run.raw)
-        record = _record(manifest, job, gate_job, run, command=command, base_url=base_url, started_at=started_at,
-                         duration=time.monotonic() - t0, failure=failure,
-                         memory=server.memory() if server is not None else None, raw_name=raw_name)
-        written.append(ledger.write(record))
-        if cache is not None:
-            cache.clear()  # the record holds the answers now
-        measured[(aid, gate.id)] = record
-        summary = f"{run.value:.3f} (n={run.n})" if record.status == "ok" else f"void: {record.void_reason}"
-        events.gate_finished(aid, gate.id, summary)
+        written.append(context.finish(gate_job, run, failure, started_at=started_at,
+                                      duration=time.monotonic() - t0))
     return requests, written
 
 
@@ -333,47 +462,54 @@ def _watched(
     server: VllmServer | None, alarm: Alarm, measure: Callable[[], GateRun], *, watch: StallWatch, gate: Gate,
     base_url: str,
 ) -> tuple[GateRun, MeasurementError | None]:
-    """`measure()` with the watchdogs armed: the run, or a void run and the harness's failure.
+    """`measure()` with the watchdogs armed: the run, or a void run and the harness's failure."""
+    alarm.arm()
+    try:
+        with watch:
+            return measure(), None
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        return _failed(server, alarm, gate=gate, base_url=base_url, exc=exc)
+    finally:
+        alarm.disarm()
+
+
+def _failed(
+    server: VllmServer | None, alarm: Alarm, *, gate: Gate, base_url: str, exc: Exception,
+) -> tuple[GateRun, MeasurementError]:
+    """What a gate's exception means: a void run and the harness's failure, or raised as what it is.
 
     The server's death however it shows (the watchdog's interrupt, or the client's "connection refused/
     reset", which can win the race against the watchdog when the server is killed) is ServerDiedError; a
     stall is the stall watchdog's ServerError; a request that timed out on every attempt while the server
     kept working is a MeasurementError (exit 6) naming the timeout.
     """
-    alarm.arm()
-    try:
-        with watch:
-            return measure(), None
-    except RequestsFailedError as exc:
+    if isinstance(exc, RequestsFailedError):
         # Stopped mid-gate: nothing is recorded and the answered requests stay in the request cache, so the
         # re-run sends only the rest. A server that cannot serve any more is dead (exit 5), else exit 6.
         _raise_if_dead(server, exc)
         raise classify_gate_failure(exc, base_url=base_url, gate=gate.id, attached=server is None) or exc from None
-    except MeasurementError as exc:
+    if isinstance(exc, MeasurementError):
         # One gate's harness failing (a custom command that crashed, a metric lm-eval did not
         # report) voids that gate only: the server is fine, the other gates still run.
         _raise_if_dead(server, exc)
         void = GateRun(value=0.0, stderr=None, metrics={}, samples=[], n=0, truncated=0, empty=0, requests=0,
                        task_hash=None)
         return void, exc
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:
-        # A dead (or dying) server group makes any error of its client engine death (exit 5), not a bug.
-        _raise_if_dead(server, exc)
-        if alarm.reason is not None:
-            raise alarm.reason from None
-        if _timed_out(exc):
-            timeout = gate_request_timeout(gate)
-            raise MeasurementError(
-                f"gate {gate.id!r}: a request to {base_url} got no answer within its {timeout:g} s timeout "
-                f"({MAX_RETRIES} attempts) while the server kept working",
-                hint=f"The answered requests are kept: `hfrelease eval` again resumes from them. If the requests "
-                f"are just slow, raise request_timeout of gate {gate.id!r} (derived from max_tokens when unset).",
-            ) from None
-        raise
-    finally:
-        alarm.disarm()
+    # A dead (or dying) server group makes any error of its client engine death (exit 5), not a bug.
+    _raise_if_dead(server, exc)
+    if alarm.reason is not None:
+        raise alarm.reason from None
+    if _timed_out(exc):
+        timeout = gate_request_timeout(gate)
+        raise MeasurementError(
+            f"gate {gate.id!r}: a request to {base_url} got no answer within its {timeout:g} s timeout "
+            f"({MAX_RETRIES} attempts) while the server kept working",
+            hint=f"The answered requests are kept: `hfrelease eval` again resumes from them. If the requests "
+            f"are just slow, raise request_timeout of gate {gate.id!r} (derived from max_tokens when unset).",
+        ) from None
+    raise exc
 
 
 def _timed_out(exc: BaseException) -> bool:
@@ -437,10 +573,13 @@ def _measure_fidelity(
 def _record(
     manifest: Manifest, job: ServerJob, gate_job: GateJob, run: GateRun, *, command: ServeCommand | None,
     base_url: str, started_at: str, duration: float, failure: MeasurementError | None = None,
-    memory: Mapping[str, Any] | None = None, raw_name: str | None = None,
+    memory: Mapping[str, Any] | None = None, raw_name: str | None = None, schedule: Mapping[str, Any] | None = None,
+    load: Utilization | None = None,
 ) -> LedgerRecord:
     """The ledger record of one gate run; `memory` is the server's so far (start-up figures, peak PSS),
-    absent for an attached server, whose processes hfrelease cannot see."""
+    absent for an attached server, whose processes hfrelease cannot see. `schedule`: how the gate ran beside
+    the artifact's others (its budget of requests in flight, the gates beside it); `load`: the server's
+    utilization from its first gate's start to this gate's end (all gates' requests, not this gate's alone)."""
     gate = gate_job.gate
     assert job.content is not None
     bad = run.truncated + run.empty
@@ -509,7 +648,9 @@ def _record(
         extra={"metric": gate.metric, "value": run.value, "requests": run.requests, "lm_eval": run.lm_eval,
                **({"resumed": run.resumed} if run.resumed else {}),
                **extra, **({"memory": dict(memory)} if memory else {}),
-               **({"failed_requests": dict(run.failures)} if run.failures else {})},
+               **({"failed_requests": dict(run.failures)} if run.failures else {}),
+               **({"schedule": dict(schedule)} if schedule else {}),
+               **({"server_load": load.as_dict()} if load is not None else {})},
         status="void" if void_reason else "ok",
         void_reason=void_reason,
     )

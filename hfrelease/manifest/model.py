@@ -418,6 +418,18 @@ class Workload(Table):
     description: str | None = None
 
 
+class EvalSchedule(Table):
+    """How `hfrelease eval` schedules an artifact's gates on its server (`[eval]`): nothing here changes what a
+    gate measures, so none of it is part of a result's input key."""
+
+    # Requests an artifact's gates keep in flight together when no concurrency sweep of the artifact is
+    # recorded (with one, its knee is used: hfrelease.evaluation.budget); default: the gates' largest num_concurrent.
+    in_flight: PositiveInt | None = None
+    # "concurrent": the gates of an artifact run at once, sharing the budget; "sequential": one after another,
+    # each with its own num_concurrent.
+    schedule: Literal["concurrent", "sequential"] = "concurrent"
+
+
 class Publish(Table):
     tag: str = "v{version}"  # placeholders: {version}, {family}
     pr: bool = False  # stop after staging each repo as a pull request, for human review
@@ -462,6 +474,7 @@ class Manifest(Table):
     gate: list[Gate] = Field(default_factory=list)
     speculative: list[Speculative] = Field(default_factory=list)
     workload: list[Workload] = Field(default_factory=list)
+    eval: EvalSchedule = Field(default_factory=EvalSchedule)
     publish: Publish = Field(default_factory=Publish)
     # Set by the loader, not by the TOML: the directory relative paths are resolved against.
     _root: Path = PrivateAttr(default_factory=Path)

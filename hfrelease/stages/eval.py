@@ -85,7 +85,8 @@ class EvalStageReport:
         if self.gates is not None:
             data = {"exit_code": int(self.gates.exit_code), "servers_started": self.gates.servers_started,
                     "requests_sent": self.gates.requests_sent, "run_dir": str(self.gates.run_dir),
-                    "hash_bytes_read": self.hash_bytes_read, "rows": [row.as_dict() for row in self.gates.rows]}
+                    "hash_bytes_read": self.hash_bytes_read, "rows": [row.as_dict() for row in self.gates.rows],
+                    "loads": [load.as_dict() for load in self.gates.loads]}
         if self.speed is not None:
             data |= {"speed": self.speed.as_dict(), "exit_code": int(self.exit_code)}
         return data

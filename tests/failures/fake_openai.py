@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -27,6 +28,9 @@ class FakeOpenAI:
     failing_prompts: frozenset[str] = frozenset()  # these questions always get a 500 (a few bad requests)
     answered: int = 0
     requests: int = 0
+    delay: float = 0.0  # seconds each answer takes (so that concurrent requests overlap)
+    in_flight: int = 0
+    max_in_flight: int = 0  # the most requests it was answering at once
     url: str = ""  # set by start(); kept after stop(), when the port refuses connections
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -86,6 +90,11 @@ class FakeOpenAI:
             return
         with self._lock:
             self.answered += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        time.sleep(self.delay)
+        with self._lock:
+            self.in_flight -= 1
         numbers = [int(n) for n in re.findall(r"\d+", question)]
         right = str(numbers[-2] + numbers[-1]) if len(numbers) >= 2 else "0"
         # null-content: the server ends the answer itself with no message content (as when a reasoning parser

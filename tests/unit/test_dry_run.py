@@ -138,16 +138,54 @@ class _Recorded:
         monkeypatch.setattr(lm_eval, "simple_evaluate", simple_evaluate)
 
 
+class _FinishedProcess:
+    """Stands in for a gate's process that has already ended."""
+
+    exitcode = 0
+
+    def is_alive(self) -> bool:
+        return False
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+
+def run_gates_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The concurrent schedule with each gate's lm-eval run made in this process, as its process would make it
+    (so that what lm-eval receives can be recorded here), one gate at a time in the order they start."""
+    import multiprocessing
+
+    from hfrelease.evaluation import gate_process, schedule
+    from hfrelease.evaluation.lm_eval_gate import run_lm_eval_gate
+
+    def start_gate(gate: Any, call: Any, *, cache: Any, log_path: Path, slots: Any) -> tuple[Any, Any]:
+        receiver, sender = multiprocessing.Pipe(duplex=False)
+        try:
+            sender.send(("result", run_lm_eval_gate(gate, call, cache=cache, slots=slots)))
+        except Exception as exc:  # handed over as the gate's process does
+            sender.send(("error", gate_process._failure(exc)))
+        sender.close()
+        return _FinishedProcess(), receiver
+
+    monkeypatch.setattr(schedule, "start_gate", start_gate)
+
+
+@pytest.mark.parametrize("schedule", ["concurrent", "sequential"])
 def test_printed_lm_eval_line_is_the_python_call(
     family: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-    lm_eval_logging: None,
+    lm_eval_logging: None, schedule: str,
 ) -> None:
     """Each printed `lm_eval` line, read by lm-eval's own CLI, gives the model class, model arguments, tasks,
-    task directory and every `simple_evaluate` argument the gate runner passes (the rest at their defaults)."""
+    task directory and every `simple_evaluate` argument the gate runner passes (the rest at their defaults),
+    whether the gates run at once (sharing the artifact's budget) or one after another."""
     import lm_eval
     from lm_eval.api.registry import get_model
 
     from hfrelease.evaluation import runner
+
+    manifest_path = family / "release.toml"
+    manifest_path.write_text(manifest_path.read_text() + f'\n[eval]\nschedule = "{schedule}"\nin_flight = 5\n')
+    run_gates_in_process(monkeypatch)
 
     printed = {g["gate"]: g["command"] for g in _dry_run([str(family), "--artifact", "ref"], capsys)["servers"][0]
                ["gates"]}
@@ -171,6 +209,8 @@ def test_printed_lm_eval_line_is_the_python_call(
         for name, value in cli.items():
             # lm-eval's CLI reads --limit as a float; its evaluator takes int(limit) of a limit >= 1.
             assert call["evaluate"].get(name, defaults[name]) == value, name
+    concurrency = {call["model_args"]["num_concurrent"] for call in recorded.calls}
+    assert concurrency == ({5} if schedule == "concurrent" else {g.gate.num_concurrent for g in plan.servers[0].gates})
     think = recorded.calls[1]
     assert think["model_args"]["think_end_token"] == "</think>"
     assert think["evaluate"]["gen_kwargs"]["chat_template_kwargs"] == {"enable_thinking": True}
