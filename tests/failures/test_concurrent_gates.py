@@ -14,7 +14,7 @@ from hfrelease.ledger.store import Ledger
 from tests.conftest import CliRun
 from tests.failures.fake_openai import FakeOpenAI
 
-FP8 = "upstream/Fixture-1M-FP8"
+FP8 = "tester/Fixture-1M-FP8-Dynamic"
 
 
 def _two_gates(family: Path, *, schedule: str, in_flight: int) -> None:

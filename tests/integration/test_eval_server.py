@@ -217,3 +217,42 @@ def test_cut_off_answers_void_the_gate(server: Endpoint, demo_family: Path, tmp_
     assert "raise max_tokens" in row["reason"]
     record = Ledger(demo_family / "results").records(kind="gate")[0]
     assert record.status == "void" and record.truncated == row["truncated"]
+
+
+def test_gates_at_once_score_as_one_at_a_time(server: Endpoint, demo_family: Path, tmp_path: Path) -> None:
+    """The reference's lm-eval gates run one after another, then all at once within one budget, on one real
+    server: per sample, at most a few answers differ (batch composition can change a greedy answer; the count is
+    printed), and each gate's concurrent scores pass the gate against the sequential ones as reference."""
+    import tomllib
+
+    import tomli_w
+
+    from hfrelease.evaluation.verdict import judge_samples
+    from hfrelease.ledger.record import Sample
+
+    path = demo_family / "release.toml"
+    gates = ["arith", "arith-nothink", "mc"]
+    samples: dict[str, dict[str, tuple[Sample, ...]]] = {}
+    for schedule in ("sequential", "concurrent"):
+        data = tomllib.loads(path.read_text())
+        data["eval"] = {"schedule": schedule, "in_flight": 8}
+        path.write_text(tomli_w.dumps(data))
+        result = hfrelease("eval", str(demo_family), "--artifact", "reference", "--endpoint", server.base_url,
+                           "--force", *[a for g in gates for a in ("--gate", g)], "--json",
+                           "--run-dir", str(tmp_path / schedule), cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        load = json.loads(result.stdout)["loads"][0]
+        assert load["schedule"] == schedule and load["utilization"]["generated_tokens"] > 0
+        ledger = Ledger(demo_family / "results")
+        samples[schedule] = {g: ledger.load_samples(ledger.records(artifact_id="reference", subject_id=g,
+                                                                   kind="gate")[-1]) for g in gates}
+    manifest = load_manifest(demo_family)
+    for gate in manifest.gate:
+        if gate.id not in gates:
+            continue
+        alone, together = samples["sequential"][gate.id], samples["concurrent"][gate.id]
+        answers = {s.doc_id: (s.response, s.score) for s in together}
+        differ = sum(1 for s in alone if answers.get(s.doc_id) != (s.response, s.score))
+        print(f"{gate.id}: {differ} of {len(alone)} samples answered differently at once")
+        assert differ <= len(alone) // 10
+        assert judge_samples(gate, together, alone).verdict == "pass"
