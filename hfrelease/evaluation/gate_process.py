@@ -7,11 +7,12 @@ those of a run of that gate alone. lm-eval's request loop also runs inside `asyn
 main thread's Ctrl-C (the watchdogs' `interrupt_main`) can end. In a process of its own, a gate is exactly
 the run it is alone, and stopping it is a signal.
 
-The processes are forked from one forkserver (multiprocessing's), which imports lm-eval once: a gate starts
-in milliseconds, not the seconds lm-eval's import takes. Each process shares the artifact's budget of
-requests in flight (a semaphore): a request waits for a slot before it is sent, so that the gates together
-never keep more requests in flight than the budget (`RequestSlots`). It reports over a pipe: progress as
-`("progress", done, total)`, then `("result", GateRun)` or `("error", GateWorkerFailure)`.
+The processes are forked from one forkserver (multiprocessing's), which imports lm-eval and builds its task
+index once (`gate_forkserver`): a gate starts in milliseconds, not the seconds lm-eval's import and index
+take. Each process shares the artifact's budget of requests in flight (a semaphore): a request waits for a
+slot before it is sent, so that the gates together never keep more requests in flight than the budget
+(`request_slots`). It reports over a pipe: progress as `("progress", done, total)`, then
+`("result", GateRun)` or `("error", GateWorkerFailure)`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from hfrelease.manifest import Gate
 
 # Imported by the forkserver before it forks any gate (what every gate would otherwise import itself).
 PRELOAD = ["hfrelease.evaluation.gate_process", "hfrelease.evaluation.runner", "lm_eval",
-           "lm_eval.models.openai_completions", "lm_eval.tasks", "lm_eval.evaluator"]
+           "lm_eval.models.openai_completions", "lm_eval.tasks", "lm_eval.evaluator",
+           "hfrelease.evaluation.gate_forkserver"]
 STOP_GRACE_SECONDS = 5.0
 
 

@@ -477,6 +477,9 @@ def run_lm_eval_gate(
     import lm_eval
     from lm_eval.tasks import TaskManager
 
+    from hfrelease.evaluation.task_index import install
+
+    install()  # lm-eval's own tasks indexed once per process, not once per gate
     chat_cls, completions_cls = _model_classes()
     classes = {"local-chat-completions": chat_cls, "local-completions": completions_cls}
     observer = _Observer(on_progress=on_progress, max_failed_share=gate.max_truncated)

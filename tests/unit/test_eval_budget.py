@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from hfrelease.evaluation.budget import Sweep, SweepPoint, choose_in_flight
@@ -117,3 +120,39 @@ def test_load_watch_reads_while_the_block_runs() -> None:
     with LoadWatch("http://x", in_flight=4, peak_tokens_per_s=None, read=lambda url: None) as silent:
         pass
     assert silent.result() is None
+
+
+def test_own_tasks_index_is_built_once_and_merged_as_lm_eval_does(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """lm-eval's own tasks' index is built once and reused; merged with an include path it equals lm-eval's own
+    index of both (an included task overrides a built-in one of the same name)."""
+    import lm_eval.tasks.manager
+    from lm_eval.tasks._index import TaskIndex
+
+    from hfrelease.evaluation import task_index
+
+    own, include = tmp_path / "own", tmp_path / "include"
+    for root, names in ((own, ["a", "b"]), (include, ["b", "c"])):
+        root.mkdir()
+        for name in names:
+            (root / f"{name}.yaml").write_text(f"task: {name}\ndataset_path: json\noutput_type: generate_until\n")
+    monkeypatch.setattr(lm_eval.tasks.manager, "TaskIndex", TaskIndex)
+    monkeypatch.setattr(task_index, "_own_root", lambda: own)
+    built: list[Path] = []
+    real_build = TaskIndex.build
+
+    def counted(paths: Any, **kwargs: Any) -> Any:
+        built.extend(Path(p) for p in paths)
+        return real_build(paths, **kwargs)
+
+    task_index._root_index.cache_clear()
+    monkeypatch.setattr(TaskIndex, "build", staticmethod(counted))
+    task_index.install()
+    kept = lm_eval.tasks.manager.TaskIndex
+    first = kept.build([own, include])
+    again = kept.build([own, include])
+    expected = real_build([own, include])
+    assert {k: e.yaml_path for k, e in first.items()} == {k: e.yaml_path for k, e in expected.items()}
+    assert first["b"].yaml_path == include / "b.yaml"
+    assert again.keys() == first.keys() and built.count(own) == 1
+    task_index._root_index.cache_clear()
