@@ -34,7 +34,7 @@ from hfrelease.evaluation.lm_eval_gate import LmEvalCall, RequestCache
 from hfrelease.manifest import Gate
 
 # Imported by the forkserver before it forks any gate (what every gate would otherwise import itself).
-PRELOAD = ["hfrelease.evaluation.gate_process", "hfrelease.evaluation.runner", "lm_eval",
+PRELOAD = ["hfrelease.evaluation.gate_process", "lm_eval",
            "lm_eval.models.openai_completions", "lm_eval.tasks", "lm_eval.evaluator",
            "hfrelease.evaluation.gate_forkserver"]
 STOP_GRACE_SECONDS = 5.0
@@ -141,7 +141,7 @@ def _main(gate: Gate, call: LmEvalCall, cache: RequestCache | None, log_path: st
     os.dup2(target, 2)
     os.close(target)
     from hfrelease.evaluation.lm_eval_gate import run_lm_eval_gate
-    from hfrelease.evaluation.runner import route_lm_eval_logs
+    from hfrelease.evaluation.logs import route_lm_eval_logs
 
     route_lm_eval_logs(Path(log_path))
 

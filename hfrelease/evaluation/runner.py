@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
-import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -36,6 +34,7 @@ from hfrelease.evaluation.fidelity_gate import (
     top_k,
 )
 from hfrelease.evaluation.lm_eval_gate import GateRun, LmEvalCall, RequestCache, generation_kwargs, run_lm_eval_gate
+from hfrelease.evaluation.logs import route_lm_eval_logs, stderr_to
 from hfrelease.evaluation.plan import (
     EvalPlan,
     GateJob,
@@ -167,36 +166,6 @@ def vllm_executable() -> str:
     """The `vllm` of the environment hfrelease runs in (the one the plugin is installed into)."""
     beside = Path(sys.executable).with_name("vllm")
     return str(beside) if beside.exists() else "vllm"
-
-
-@contextlib.contextmanager
-def stderr_to(log_path: Path) -> Iterator[None]:
-    """Send file descriptor 2 to `log_path` for the duration: lm-eval's progress bars and the `git`
-    it runs for provenance write straight to the terminal, under any live view; they belong in the log."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    target = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.dup2(target, 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(target)
-
-
-def route_lm_eval_logs(log_path: Path) -> None:
-    # lm-eval logs every request warning to the console; in a live view that is noise. Its log goes to
-    # the run directory instead, where it is kept with the server logs.
-    handler = logging.FileHandler(log_path)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    # asyncio's own logger too: lm-eval's request tasks are its only tasks here, and what asyncio says about
-    # them ("Task exception was never retrieved") belongs beside lm-eval's log of the same requests.
-    for name in ("lm_eval", "lm-eval", "lm_eval.evaluator", "httpx", "asyncio"):
-        logger = logging.getLogger(name)
-        logger.handlers = [handler]
-        logger.propagate = False
 
 
 def run_eval(

@@ -25,25 +25,56 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hfrelease.errors import ServerError
 from hfrelease.evaluation.gate_process import GateWorkerError, GateWorkerFailure, request_slots, start_gate, stop_gate
+from hfrelease.evaluation.logs import stderr_to
 from hfrelease.evaluation.timeouts import gate_request_timeout, stall_window
 from hfrelease.ledger.provenance import now_utc_iso
 from hfrelease.serving.stall import Progress, StallWatch
 
 if TYPE_CHECKING:
-    from hfrelease.evaluation.lm_eval_gate import GateRun
-    from hfrelease.evaluation.plan import GateJob
-    from hfrelease.evaluation.runner import GateContext
+    from hfrelease.errors import MeasurementError
+    from hfrelease.evaluation.lm_eval_gate import GateRun, LmEvalCall, RequestCache
+    from hfrelease.evaluation.plan import GateJob, ServerJob
+    from hfrelease.manifest import Gate
+    from hfrelease.serving.alarm import Alarm
 
 MAX_GATES = 6
 POLL_SECONDS = 0.25
+
+
+class GateProgress(Protocol):
+    def gate_progress(self, artifact_id: str, gate_id: str, done: int, total: int) -> None: ...
+
+
+class GateContext(Protocol):
+    """The runner's side of measuring one server job's gates (`hfrelease.evaluation.runner.GateContext`)."""
+
+    @property
+    def job(self) -> ServerJob: ...
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def log_dir(self) -> Path: ...
+    @property
+    def events(self) -> GateProgress: ...
+    @property
+    def alarm(self) -> Alarm: ...
+    def request_cache_of(self, gate_job: GateJob) -> RequestCache | None: ...
+    def lm_eval_call(self, gate_job: GateJob, num_concurrent: int | None = None) -> LmEvalCall: ...
+    def measure(self, gate_job: GateJob, cache: RequestCache | None, on_progress: Any, *,
+                redirect: bool = True) -> GateRun: ...
+    def interrupted(self) -> BaseException | None: ...
+    def failed(self, gate: Gate, exc: Exception) -> tuple[GateRun, MeasurementError]: ...
+    def finish(self, gate_job: GateJob, run: GateRun, failure: MeasurementError | None, *, started_at: str,
+               duration: float, schedule: Mapping[str, Any] | None = None) -> Path: ...
 
 
 @dataclass(kw_only=True)
@@ -63,8 +94,6 @@ class _Running:
 
 def run_at_once(context: GateContext, *, in_flight: int) -> tuple[int, list[Path]]:
     """Measure and record every pending gate of `context.job` at once; (requests sent, records written)."""
-    from hfrelease.evaluation.runner import stderr_to
-
     jobs = list(context.job.pending)
     names = [j.gate.id for j in jobs]
     slots = request_slots(in_flight)
