@@ -458,5 +458,43 @@ def file_problems(manifest: Manifest) -> list[ConfigProblem]:
                 found.refuse(manifest.root / "results" / artifact.id, exc.message, exc.hint or "repair the ledger",
                              where=f"results/{artifact.id}/")  # fmt: skip
         refusals.extend(found.refusals)
-    return [r.problem() for r in refusals]
+    return [r.problem() for r in refusals] + training_problems(manifest)
+
+
+def training_problems(manifest: Manifest) -> list[ConfigProblem]:
+    """A draft's declared train_command.txt and val_metrics.json that its card could not show (not JSON, NaN,
+    a credential on the command line, ...: `hfrelease.cards.training`), found by `check` before any eval."""
+    from hfrelease.cards.errors import CardError
+    from hfrelease.cards.training import TRAIN_COMMAND, VAL_METRICS, parse_train_command, parse_val_metrics
+
+    problems: list[ConfigProblem] = []
+    for index, artifact in enumerate(manifest.artifact):
+        if artifact.draft is None:
+            continue
+        metrics, found = [], len(problems)
+        tree = Tree.of(manifest.root, manifest.resolve(artifact.source.path) if artifact.source.path else None)
+        for position, relative in enumerate(artifact.files):
+            path, where = manifest.root / relative, f"artifact[{index}].files[{position}]"
+            name = Path(relative).name
+            # Only regular files inside the tree are read; the allowlist reports every other one above.
+            if name not in (TRAIN_COMMAND, VAL_METRICS) or tree.outside(path) is not None:
+                continue
+            if not path.is_file() or path.stat().st_size > 1024 * 1024:
+                continue
+            try:
+                text = path.read_text(encoding="utf-8")
+                if name == TRAIN_COMMAND:
+                    parse_train_command(text, relative)
+                else:
+                    metrics.append((relative, text))
+                    parse_val_metrics([(relative, text)], relative)
+            except (CardError, UnicodeDecodeError) as exc:
+                problems.append(ConfigProblem(location=where, message=getattr(exc, "message", str(exc))))
+        if len(problems) > found:
+            continue  # each file's own problem said; the epochs together are judged once those are fixed
+        try:
+            parse_val_metrics(metrics, f"artifact[{index}].files")
+        except CardError as exc:
+            problems.append(ConfigProblem(location=f"artifact[{index}].files", message=exc.message))
+    return problems
 

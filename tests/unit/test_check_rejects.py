@@ -210,3 +210,20 @@ def test_secret_value_never_echoed(fixture_family: Path, cli: CliRun) -> None:
     code, out, err = cli(["check", str(_write(fixture_family, data))])
     assert code == ExitCode.CONFIG
     assert token not in out + err
+
+
+@pytest.mark.parametrize(("name", "content", "needle"), [
+    ("val_metrics.json", '{"loss_epoch": NaN}', "holds NaN"),
+    ("val_metrics.json", "{broken", "not JSON"),
+    ("train_command.txt", "python train.py --hf-token abcdef123456\n", "passes a credential (--hf-token)"),
+])
+def test_check_reads_a_drafts_training_files(cli: CliRun, fixture_family: Path, name: str, content: str,
+                                            needle: str) -> None:
+    """A draft's declared train_command.txt / val_metrics.json its card could not show fails `check` (exit 3)
+    at the file's place in the manifest, before any eval, never repeating a secret."""
+    (fixture_family / "checkpoints" / "draft" / name).write_text(content)
+    code, out, _ = cli(["check", str(fixture_family), "--json", "--offline", "--no-preflight"])
+    problems = {p["location"]: p["message"] for p in json.loads(out)["problems"]}
+    assert code == ExitCode.CONFIG
+    place = next(k for k, v in problems.items() if needle in v)
+    assert place.startswith("artifact[") and ".files[" in place and "abcdef123456" not in out
