@@ -32,8 +32,8 @@ from pathlib import Path
 
 from huggingface_hub import CommitOperationAdd, HfApi
 
+from hfrelease.hashing import HashCache
 from hfrelease.hub import serve
-from hfrelease.ledger.hashing import HashCache
 from hfrelease.manifest import load_manifest
 from hfrelease.publish import publish_family
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from hfrelease.errors import ConfigError, ConfigProblem, UsageError
 from hfrelease.manifest import MANIFEST_NAME, load_manifest
 from hfrelease.manifest.model import repo_id_problem
+from hfrelease.release.workflows import WorkflowSpec, refuse_existing, repository_root, write_workflows
 from hfrelease.resources import templates_dir
-from hfrelease.workflows import WorkflowSpec, refuse_existing, repository_root, write_workflows
 
 _SAMPLE_PROMPTS = [
     "Explain what a model card is in two sentences.",
@@ -109,7 +109,7 @@ def scaffold_family(
 
     Refuses to overwrite an existing release.toml unless `force`. The written manifest is loaded back
     before returning, so a scaffold that `hfrelease check` would reject is never left behind. With
-    `github`, also the GitHub Actions workflows at the repository's root (`hfrelease.workflows`); its
+    `github`, also the GitHub Actions workflows at the repository's root (`hfrelease.release.workflows`); its
     `manifest` is replaced by the new release.toml's path from that root.
     """
     problems = []

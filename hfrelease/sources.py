@@ -1,6 +1,6 @@
 """An artifact's files and content identity, from a local `path` or a Hub repo pinned to a commit.
 
-Two ways to the same identity (`hfrelease.ledger.hashing`: sha256 over the sha256sum lines of the
+Two ways to the same identity (`hfrelease.hashing`: sha256 over the sha256sum lines of the
 `*.safetensors` files):
 
 - **From downloaded files.** A Hub source is downloaded once into the Hugging Face cache
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from hfrelease.errors import ArtifactError
-from hfrelease.ledger.hashing import WEIGHT_SUFFIX, ContentHash, FileHash, HashCache, hash_artifact, hash_files
+from hfrelease.hashing import WEIGHT_SUFFIX, ContentHash, FileHash, HashCache, hash_artifact, hash_files
 from hfrelease.manifest import Artifact, Manifest
 
 if TYPE_CHECKING:

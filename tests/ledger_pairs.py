@@ -11,7 +11,7 @@ import json
 import random
 from pathlib import Path
 
-from hfrelease.ledger.hashing import FileHash
+from hfrelease.hashing import FileHash
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord, input_key
 from hfrelease.ledger.store import Ledger
 

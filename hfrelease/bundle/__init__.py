@@ -1,10 +1,10 @@
 """Bundle: the files each repo of a release will hold, with a MANIFEST of their sha256 and size (see `plan.py`)."""
 
+from hfrelease.bundle.checksums import MANIFEST_NAME, ManifestEntry, parse_manifest, render_manifest
 from hfrelease.bundle.gather import Refusal, file_problems
-from hfrelease.bundle.manifest_file import MANIFEST_NAME, ManifestEntry, parse_manifest, render_manifest
-from hfrelease.bundle.output import write_bundle
 from hfrelease.bundle.plan import BundleFile, BundleRefusedError, FamilyBundle, RepoBundle, bundle_family
 from hfrelease.bundle.plugin_check import PluginCheckError, PluginReport, check_plugin
+from hfrelease.bundle.write import write_bundle
 
 __all__ = [
     "MANIFEST_NAME",

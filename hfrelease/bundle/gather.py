@@ -14,9 +14,9 @@ from pathlib import Path
 
 from hfrelease.bundle import rules
 from hfrelease.bundle.allowlist import Kind, Problem, Tree, admit
-from hfrelease.bundle.manifest_file import MANIFEST_NAME
+from hfrelease.bundle.checksums import MANIFEST_NAME
 from hfrelease.errors import ConfigProblem
-from hfrelease.ledger.hashing import FileHash
+from hfrelease.hashing import FileHash
 from hfrelease.manifest import Artifact, Manifest
 
 RESERVED = (MANIFEST_NAME, ".gitattributes")  # the Hub's .gitattributes stays as the repo has it
@@ -356,7 +356,7 @@ def gather_ledger(manifest: Manifest, artifact: Artifact, found: Candidates) -> 
     """
     from hfrelease.ledger.store import Ledger
 
-    results = manifest.root / "results"
+    results = manifest.ledger_dir
     directory = results / artifact.id
     where = f"results/{artifact.id}/"
     if not directory.is_dir() and not directory.is_symlink():
@@ -455,7 +455,7 @@ def file_problems(manifest: Manifest) -> list[ConfigProblem]:
             try:
                 gather(manifest, artifact, source_dir(manifest, artifact, found, None, hub=False), found)
             except LedgerError as exc:
-                found.refuse(manifest.root / "results" / artifact.id, exc.message, exc.hint or "repair the ledger",
+                found.refuse(manifest.ledger_dir / artifact.id, exc.message, exc.hint or "repair the ledger",
                              where=f"results/{artifact.id}/")  # fmt: skip
         refusals.extend(found.refusals)
     return [r.problem() for r in refusals] + training_problems(manifest)

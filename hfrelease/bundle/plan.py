@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hfrelease.bundle.checksums import MANIFEST_NAME, ManifestEntry, render_manifest
 from hfrelease.bundle.gather import (
     PLUGIN_PREFIX,
     Candidates,
@@ -39,10 +40,9 @@ from hfrelease.bundle.gather import (
     gather,
     source_dir,
 )
-from hfrelease.bundle.manifest_file import MANIFEST_NAME, ManifestEntry, render_manifest
 from hfrelease.bundle.plugin_check import PluginChecker, PluginReport, check_plugin
 from hfrelease.errors import ExitCode, HfreleaseError
-from hfrelease.ledger.hashing import FileHash, HashCache, hash_files
+from hfrelease.hashing import FileHash, HashCache, hash_files
 from hfrelease.manifest import Artifact, Manifest
 from hfrelease.manifest.selection import select
 
@@ -216,7 +216,7 @@ def _repo_bundle(
         for path, (digest, role) in found.in_repo.items() if path not in found.by_path
     ]
     weights = sorted((f for f in files if f.role == "weights"), key=lambda f: f.path)
-    # The same format as hfrelease.ledger.hashing.hash_artifact, so MANIFEST names the hash cards cite.
+    # The same format as hfrelease.hashing.hash_artifact, so MANIFEST names the hash cards cite.
     lines = "".join(f"{f.sha256}  {f.path}\n" for f in weights)
     content_hash = hashlib.sha256(lines.encode()).hexdigest()
     header = [

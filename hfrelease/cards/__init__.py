@@ -9,8 +9,8 @@
 from hfrelease.cards.errors import CardError, CardLintError, MissingMeasurementError
 from hfrelease.cards.inputs import CardInputs, RecordEntry, entry_for, read_inputs
 from hfrelease.cards.lint import check_cards, lint_cards, read_cards
-from hfrelease.cards.output import apply_changes, plan_changes, unified_diff
 from hfrelease.cards.render import RenderedCard, RenderedFamily, render_family
+from hfrelease.cards.write import apply_changes, plan_changes, unified_diff
 
 __all__ = [
     "CardError",

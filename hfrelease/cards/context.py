@@ -13,13 +13,13 @@ from typing import Any
 
 from hfrelease.cards import citation
 from hfrelease.cards.changes import changes_context
+from hfrelease.cards.commands import download_command, serving_context
 from hfrelease.cards.fidelity import accuracy_gates, fidelity_context
 from hfrelease.cards.inputs import FAMILY, SECTION_NAMES, CardInputs
 from hfrelease.cards.measurements import NONE, FamilyMeasurements, GateResult, SpeedPoint
 from hfrelease.cards.memory import figures as memory_figures
 from hfrelease.cards.numbers import NumberRegistry, binary_size, fixed, signed
 from hfrelease.cards.plots import PlotData, plan_plots
-from hfrelease.cards.serving import download_command, serving_context
 from hfrelease.cards.text import Markdown, code_block, code_span, escape_markdown, hub_url, link, prose
 from hfrelease.cards.training import training_context
 from hfrelease.manifest import Artifact, Gate, Manifest, Workload

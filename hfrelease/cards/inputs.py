@@ -1,7 +1,7 @@
 """Everything a render reads from disk, read once into plain values: manifest, ledger, sections, files.
 
 Rendering is a pure function of a `CardInputs` and the templates: this module is the only place of the
-card stage (besides `output.py`) that touches the file system.
+card stage (besides `write.py`) that touches the file system.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def entry_for(record: LedgerRecord, scores: Mapping[str, float] | None = None,
 
 def read_inputs(manifest: Manifest, *, ledger_root: Path | None = None) -> CardInputs:
     """Read the family's ledger (`results/`), `sections/` and the artifacts' declared text files."""
-    ledger = Ledger(ledger_root or manifest.root / "results")
+    ledger = Ledger(ledger_root or manifest.ledger_dir)
     problems = results_problems(manifest, ledger_root=ledger_root)
     if problems:
         raise CardError(
@@ -98,7 +98,7 @@ def results_problems(manifest: Manifest, *, ledger_root: Path | None = None) -> 
     a merged ledger elsewhere) or is not a regular file: checked before the ledger reads any of them."""
     from hfrelease.bundle.allowlist import Tree
 
-    results = ledger_root or manifest.root / "results"
+    results = ledger_root or manifest.ledger_dir
     tree = Tree.of(ledger_root or manifest.root)
     shown = (lambda p: p.relative_to(manifest.root).as_posix()) if ledger_root is None else str
     problems: list[tuple[str, str]] = []

@@ -1,7 +1,7 @@
 """Render a family's cards: a pure function of (inputs, templates) → the files of each card directory.
 
 Per artifact: README.md (front matter + body), CITATION.cff, citation.bib, plots/*.png and
-.eval_results/*.yaml. Nothing is written here (`output.py` does that), so tests and `--diff` compare
+.eval_results/*.yaml. Nothing is written here (`write.py` does that), so tests and `--diff` compare
 rendered bytes directly.
 """
 

@@ -237,7 +237,7 @@ def _live(view: _LiveView, *, fold: str, logs: str) -> Iterator[None]:
 
 def _ci_fold(title: str | None) -> None:
     """Open a fold titled `title` (None closes it) when running on GitHub Actions."""
-    from hfrelease.ci import CiEnvironment, group_end, group_start
+    from hfrelease.release.ci import CiEnvironment, group_end, group_start
 
     if CiEnvironment.detect().github_actions:
         click.echo(group_start(title) if title is not None else group_end(), err=True)

@@ -36,8 +36,8 @@ def init(
 ) -> None:
     """Scaffold DIRECTORY with a commented release.toml, sections/, results/ and prompts/."""
     from hfrelease.cli.output import err_console
+    from hfrelease.release.workflows import WorkflowSpec
     from hfrelease.scaffold import FamilySpec, scaffold_family
-    from hfrelease.workflows import WorkflowSpec
 
     ctx = click.get_current_context()
     given = [f"--{p.replace('_', '-')}" for p in ("runner_label", "environment", "install")

@@ -9,7 +9,7 @@ import click
 
 if TYPE_CHECKING:
     from hfrelease.actions.runner import JobResult, StepResult
-    from hfrelease.rehearsal import RehearsalReport
+    from hfrelease.release.rehearsal import RehearsalReport
     from hfrelease.stages.release import StepSettings
 
 _ONLY = ("check", "gate", "publish")
@@ -73,8 +73,8 @@ def release(
 def _write_workflow(manifest: Path, *, root: Path | None, force: bool) -> None:
     from hfrelease.cli.output import err_console
     from hfrelease.manifest import find_manifest
-    from hfrelease.rehearsal import write_release_workflow
-    from hfrelease.workflows import repository_root
+    from hfrelease.release.rehearsal import write_release_workflow
+    from hfrelease.release.workflows import repository_root
 
     manifest_file = find_manifest(manifest)
     path = write_release_workflow(manifest_file, root=root or repository_root(manifest_file.parent), force=force)
@@ -92,7 +92,7 @@ class _Display:
         self.open = False
 
     def job_started(self, name: str) -> None:
-        from hfrelease.ci import group_start
+        from hfrelease.release.ci import group_start
 
         self.open = True
         if self.folds:
@@ -116,7 +116,7 @@ class _Display:
     def job_finished(self, job: JobResult) -> None:
         from rich.markup import escape
 
-        from hfrelease.ci import group_end
+        from hfrelease.release.ci import group_end
 
         colour = {"success": "green", "failure": "red", "skipped": "dim", "cancelled": "yellow"}[job.status]
         if self.folds and self.open:
@@ -130,9 +130,9 @@ def _rehearse(
     manifest: Path, *, hub: str, tag: str | None, work_dir: Path | None, hub_root: Path | None,
     workflow_file: Path | None,
 ) -> None:
-    from hfrelease.ci import CiEnvironment
     from hfrelease.manifest import find_manifest
-    from hfrelease.rehearsal import rehearse
+    from hfrelease.release.ci import CiEnvironment
+    from hfrelease.release.rehearsal import rehearse
 
     ci = CiEnvironment.detect()
     directory = work_dir or find_manifest(manifest).parent / ".hfrelease" / "release"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from hfrelease import __version__
+from hfrelease.atomic import write_atomic
 from hfrelease.errors import ExitCode, HfreleaseError, MeasurementError
 from hfrelease.evaluation.budget import InFlight, choose_in_flight
 from hfrelease.evaluation.comparison import Comparison
@@ -49,8 +50,7 @@ from hfrelease.evaluation.schedule import run_at_once
 from hfrelease.evaluation.timeouts import MAX_RETRIES, gate_request_timeout, stall_window
 from hfrelease.evaluation.utilization import LoadWatch, Utilization
 from hfrelease.evaluation.verdict import Verdict, gate_verdict, headline_value
-from hfrelease.ledger.atomic import write_atomic
-from hfrelease.ledger.hashing import HashCache
+from hfrelease.hashing import HashCache
 from hfrelease.ledger.provenance import hardware, now_utc_iso, versions
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord, raw_files
 from hfrelease.ledger.store import Ledger

@@ -30,7 +30,7 @@ from pydantic import (
     model_validator,
 )
 
-from hfrelease.ledger.hashing import FileHash
+from hfrelease.hashing import FileHash
 from hfrelease.manifest.model import Slug
 from hfrelease.redact import REDACTED, redact, redact_env, secret_values
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from hfrelease.atomic import write_atomic
 from hfrelease.errors import LedgerError
-from hfrelease.ledger.atomic import write_atomic
 from hfrelease.ledger.record import RAW_FILE, RAW_KEYS, Kind, LedgerRecord, Sample, check_samples, raw_files
 
 SPILL_BYTES = 256 * 1024

@@ -483,6 +483,11 @@ class Manifest(Table):
     def root(self) -> Path:
         return self._root
 
+    @property
+    def ledger_dir(self) -> Path:
+        """The family's ledger: `results/` beside the manifest (every record of every stage goes there)."""
+        return self._root / "results"
+
     def artifact_by_id(self, artifact_id: str) -> Artifact:
         for artifact in self.artifact:
             if artifact.id == artifact_id:

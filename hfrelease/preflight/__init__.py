@@ -46,7 +46,7 @@ def run_preflight(
     from hfrelease.preflight.plugins import plugin_problems
     from hfrelease.preflight.tasks import task_problems
     from hfrelease.preflight.template import thinking_problems
-    from hfrelease.workflows import repository_root
+    from hfrelease.release.workflows import repository_root
 
     started = time.monotonic()
     problems: list[ConfigProblem] = [*plugin_problems(manifest)]

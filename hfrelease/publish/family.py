@@ -12,7 +12,7 @@ from huggingface_hub import HfApi
 
 from hfrelease.bundle import FamilyBundle, bundle_family
 from hfrelease.bundle.plugin_check import PluginChecker, check_plugin
-from hfrelease.ledger.hashing import HashCache
+from hfrelease.hashing import HashCache
 from hfrelease.manifest import Manifest, load_manifest
 from hfrelease.publish.events import OnEvent
 from hfrelease.publish.gates import GateCheck, check_gates

@@ -1,7 +1,7 @@
 """Before anything is uploaded: the family's recorded gate results, judged by the release job's own rule.
 
 `hfrelease release` stops before publishing when a gate of a published artifact does not pass
-(`hfrelease.release_policy.decide_gates`); a plain `hfrelease publish` must not be the way around that.
+(`hfrelease.release.policy.decide_gates`); a plain `hfrelease publish` must not be the way around that.
 It judges the same ledger with the same function and refuses every artifact whose *recorded* result
 the decision calls failed (or void: a draft's speed records). A gate with no usable record for the
 current inputs (never evaluated here, evaluated on other weights, or only a void run, which the ledger
@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from hfrelease.ledger.hashing import HashCache
+from hfrelease.hashing import HashCache
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest
-from hfrelease.release_policy import GateProblem, decide_gates, eval_matrix
+from hfrelease.release.policy import GateProblem, decide_gates, eval_matrix
 
 # Verdicts of a result that was recorded and did not pass. "missing" and "no-reference" are a result
 # that is not there to judge, which `publish` cannot tell from a family that is not evaluated on this machine.
@@ -53,7 +53,7 @@ def check_gates(
     The error is the release decision's own (`GateDecision.error`): exit 4 when a gate failed, 6 when a
     result was void, every problem named.
     """
-    ledger = ledger or Ledger(manifest.root / "results")
+    ledger = ledger or Ledger(manifest.ledger_dir)
     published = [a.id for a in manifest.artifact if a.publish and (not artifacts or a.id in artifacts)]
     # An empty matrix would make `decide_gates` plan every artifact: nothing of these is gated, nothing to judge.
     if not published or not eval_matrix(manifest, published) or not any(ledger.root.glob("*/*.json")):

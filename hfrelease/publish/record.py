@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hfrelease.atomic import write_atomic
 from hfrelease.bundle import MANIFEST_NAME, ManifestEntry, RepoBundle, parse_manifest
-from hfrelease.ledger.atomic import write_atomic
 
 
 @dataclass(frozen=True, kw_only=True)

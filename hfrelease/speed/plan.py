@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hfrelease.errors import ArtifactError
-from hfrelease.ledger.hashing import ContentHash, HashCache, hash_artifact
+from hfrelease.hashing import ContentHash, HashCache, hash_artifact
 from hfrelease.ledger.record import LedgerRecord, input_key
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Artifact, Manifest, Speculative, Workload

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hfrelease import __version__
+from hfrelease.atomic import write_atomic
 from hfrelease.errors import ExitCode, MeasurementError, ServerError
 from hfrelease.evaluation.plan import model_files
 from hfrelease.evaluation.timeouts import stall_window, workload_request_timeout
-from hfrelease.ledger.atomic import write_atomic
 from hfrelease.ledger.provenance import hardware, now_utc_iso, versions
 from hfrelease.ledger.record import LedgerRecord, Metric, ServeRecord
 from hfrelease.ledger.store import Ledger

@@ -9,6 +9,6 @@ on SIGTERM (`runner.stage_signals`).
 - `cards`: render and lint (`render_stage`, `lint_stage`)
 - `publish`: `bundle_stage`, `publish_stage`, `verify_stage`
 - `release`: the release workflow's own steps (`check_step`, `gate_step`, `publish_step`); the rehearsal
-  of the whole workflow is `hfrelease.rehearsal.rehearse`
+  of the whole workflow is `hfrelease.release.rehearsal.rehearse`
 - `runner`: what they share (cache directory, default hash cache, exit policy, SIGTERM)
 """

@@ -16,7 +16,7 @@ from hfrelease.errors import ExitCode
 
 if TYPE_CHECKING:
     from hfrelease.cards import CardInputs
-    from hfrelease.cards.output import FileChange
+    from hfrelease.cards.write import FileChange
     from hfrelease.compare import FamilyComparison
     from hfrelease.manifest import Manifest
 
@@ -48,7 +48,7 @@ def _with_changes(inputs: CardInputs, *, since: str | None, hub: str | None, hub
     if since is None:
         return inputs
     manifest = inputs.manifest
-    comparison = read_comparison(since, str(manifest.root / "results"), manifest, hub=hub, hub_root=hub_root,
+    comparison = read_comparison(since, str(manifest.ledger_dir), manifest, hub=hub, hub_root=hub_root,
                                  announce=announce)
     return dataclasses.replace(inputs, changes=comparison)
 

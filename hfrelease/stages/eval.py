@@ -20,7 +20,7 @@ from hfrelease.stages.runner import cache_dir, default_hash_cache, run_stamp, st
 if TYPE_CHECKING:
     from hfrelease.evaluation.plan import EvalPlan, ServerJob
     from hfrelease.evaluation.runner import AfterGates, EvalEvents, EvalReport
-    from hfrelease.ledger.hashing import HashCache
+    from hfrelease.hashing import HashCache
     from hfrelease.ledger.store import Ledger
     from hfrelease.manifest import Manifest
     from hfrelease.serving.command import ServeCommand
@@ -191,7 +191,7 @@ def plan_eval_stage(settings: EvalSettings, *, cache: HashCache | None = None) -
     from hfrelease.ledger.store import Ledger
 
     job = _resolve(settings)
-    ledger = Ledger(job.manifest.root / "results")
+    ledger = Ledger(job.manifest.ledger_dir)
     cache = cache or default_hash_cache()
     if job.speed_only:
         return EvalPlanReport(speed=_plan_speed(job, settings, ledger=ledger, cache=cache, dry_run=True))
@@ -212,7 +212,7 @@ def run_eval_stage(
 
     views = views or NoViews()
     job = _resolve(settings)
-    ledger = Ledger(job.manifest.root / "results")
+    ledger = Ledger(job.manifest.ledger_dir)
     cache = cache or default_hash_cache()
     run_dir = settings.run_dir or Path("runs") / f"{job.manifest.family.name}-{run_stamp()}"
     with stage_signals():
@@ -288,7 +288,7 @@ def _sharing(session: SpeedSession, events: EvalEvents) -> AfterGates:
 
 def ci_summary(*, gates: EvalReport | None = None, speed: SpeedReport | None = None) -> None:
     """Append the gate or speed table to the step summary when running on GitHub Actions."""
-    from hfrelease.ci import CiEnvironment, append_summary, gate_summary, speed_summary
+    from hfrelease.release.ci import CiEnvironment, append_summary, gate_summary, speed_summary
 
     ci = CiEnvironment.detect()
     if not ci.github_actions or ci.step_summary is None:

@@ -20,11 +20,11 @@ from hfrelease.stages.runner import default_hash_cache
 
 if TYPE_CHECKING:
     from hfrelease.bundle import FamilyBundle
-    from hfrelease.ledger.hashing import HashCache
+    from hfrelease.hashing import HashCache
     from hfrelease.manifest import Manifest
     from hfrelease.publish import PublishReport
     from hfrelease.publish.events import OnEvent
-    from hfrelease.verification import ServedCheck, VerifiedRepo
+    from hfrelease.release.verification import ServedCheck, VerifiedRepo
 
 Say = Callable[[str], None]
 
@@ -173,7 +173,7 @@ class VerifyReport:
     @property
     def error(self) -> PublishError | None:
         """One error naming every repo that failed (exit 7), or None."""
-        from hfrelease.verification import verification_error
+        from hfrelease.release.verification import verification_error
 
         return verification_error(self.verified)
 
@@ -204,7 +204,7 @@ def verify_stage(
     `announce` is told when a local Hub starts; `serving(artifact_id)` is open while vLLM serves the copy.
     """
     from hfrelease.publish import open_hub, resolve_token
-    from hfrelease.verification import serve_downloaded, verify_family
+    from hfrelease.release.verification import serve_downloaded, verify_family
 
     loaded, artifacts = _load(settings.manifest, settings.artifacts, serve=settings.serve)
     with open_hub(settings.hub or loaded.publish.endpoint, family_root=loaded.root, hub_root=settings.hub_root,

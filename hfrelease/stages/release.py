@@ -19,11 +19,11 @@ from hfrelease.errors import ConfigError, ConfigProblem, ExitCode
 from hfrelease.stages.runner import default_hash_cache
 
 if TYPE_CHECKING:
-    from hfrelease.ledger.hashing import HashCache
+    from hfrelease.hashing import HashCache
     from hfrelease.manifest import Manifest
     from hfrelease.publish import PublishReport
-    from hfrelease.release_policy import GateDecision, MatrixEntry
-    from hfrelease.verification import VerifiedRepo
+    from hfrelease.release.policy import GateDecision, MatrixEntry
+    from hfrelease.release.verification import VerifiedRepo
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,7 +42,7 @@ class StepSettings:
 def _selected(settings: StepSettings) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The selection checked against the manifest, after the tag (a wrong tag stops every step)."""
     from hfrelease.manifest.selection import select
-    from hfrelease.release_policy import check_tag
+    from hfrelease.release.policy import check_tag
 
     chosen = select(settings.manifest, artifacts=settings.artifacts, gates=settings.gates)
     check_tag(settings.manifest, settings.tag)
@@ -66,8 +66,8 @@ class MatrixReport:
 def check_step(settings: StepSettings) -> MatrixReport:
     """The check job: the tag, the family tree, the eval matrix (to `GITHUB_OUTPUT` as `matrix`)."""
     from hfrelease.check import tree_problems
-    from hfrelease.ci import CiEnvironment, append_summary, markdown_table, set_output
-    from hfrelease.release_policy import check_drafts_served, eval_matrix
+    from hfrelease.release.ci import CiEnvironment, append_summary, markdown_table, set_output
+    from hfrelease.release.policy import check_drafts_served, eval_matrix
 
     loaded = settings.manifest
     artifacts, gates = _selected(settings)
@@ -94,14 +94,14 @@ def check_step(settings: StepSettings) -> MatrixReport:
 def gate_step(settings: StepSettings, *, cache: HashCache | None = None) -> GateDecision:
     """The merge job's gate: every recorded gate of the merged ledger judged; `decision.error()` stops the
     release when a published artifact's gate failed, is void or is missing."""
-    from hfrelease.ci import CiEnvironment, append_summary, draft_gate_summary, gate_summary
     from hfrelease.ledger.store import Ledger
-    from hfrelease.release_policy import decide_gates
+    from hfrelease.release.ci import CiEnvironment, append_summary, draft_gate_summary, gate_summary
+    from hfrelease.release.policy import decide_gates
 
     loaded = settings.manifest
     artifacts, gates = _selected(settings)
     cache = cache or default_hash_cache()
-    decision = decide_gates(loaded, ledger=Ledger(loaded.root / "results"), hash_cache=cache, artifacts=artifacts,
+    decision = decide_gates(loaded, ledger=Ledger(loaded.ledger_dir), hash_cache=cache, artifacts=artifacts,
                             gates=gates)
     cache.save()
     ci = CiEnvironment.detect()
@@ -118,8 +118,8 @@ def publish_step(
     settings: StepSettings, *, cache: HashCache | None = None, echo: Callable[[str], None],
 ) -> tuple[PublishReport, tuple[VerifiedRepo, ...]]:
     """The publish job: publish all-or-nothing (never a dry run), then download every tag back and verify it."""
-    from hfrelease.ci import CiEnvironment, append_summary, markdown_table
-    from hfrelease.rehearsal import publish_and_verify
+    from hfrelease.release.ci import CiEnvironment, append_summary, markdown_table
+    from hfrelease.release.rehearsal import publish_and_verify
 
     loaded = settings.manifest
     artifacts, _ = _selected(settings)

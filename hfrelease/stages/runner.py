@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from hfrelease.errors import ExitCode
 
 if TYPE_CHECKING:
-    from hfrelease.ledger.hashing import HashCache
+    from hfrelease.hashing import HashCache
 
 
 def cache_dir() -> Path:
@@ -25,7 +25,7 @@ def cache_dir() -> Path:
 
 def default_hash_cache() -> HashCache:
     """The one hash cache every stage shares: weights hashed by `eval` are not read again by `publish`."""
-    from hfrelease.ledger.hashing import HashCache
+    from hfrelease.hashing import HashCache
 
     return HashCache(cache_dir() / "hashes.json")
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hfrelease.ledger.hashing import FileHash
+from hfrelease.hashing import FileHash
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord, input_key
 from hfrelease.manifest import Gate, Manifest, Workload
 from hfrelease.serving.command import build_serve_command

@@ -10,7 +10,7 @@ import pytest
 
 from hfrelease.cards import CardInputs, CardLintError, check_cards, lint_cards, read_cards, render_family
 from hfrelease.cards.lint import CardText
-from hfrelease.cards.output import apply_changes, plan_changes
+from hfrelease.cards.write import apply_changes, plan_changes
 
 
 @pytest.fixture(scope="module")

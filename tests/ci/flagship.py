@@ -1,6 +1,6 @@
 """The repository's own `.github/` files, rendered from templates/github/ for the flagship family.
 
-After changing a template (or the action pins in `hfrelease.workflows`), re-render them with
+After changing a template (or the action pins in `hfrelease.release.workflows`), re-render them with
 `.venv/bin/python tests/ci/flagship.py`; test_workflow_files.py fails until the committed files match.
 `.github/workflows/ci.yml` is not among them: it runs the repository's test suite, not a family's check.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hfrelease.manifest import load_manifest
-from hfrelease.workflows import WorkflowSpec, render_workflows
+from hfrelease.release.workflows import WorkflowSpec, render_workflows
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = "model_cards/nanbeige4.2-3b/release.toml"

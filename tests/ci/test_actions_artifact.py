@@ -114,7 +114,7 @@ def test_the_release_workflows_family_artifact_keeps_eval_results(tmp_path: Path
     """The render job's `release-family` upload, as the template writes it, carries `.eval_results/*.yaml`."""
     from hfrelease.actions.workflow import load_workflow
     from hfrelease.manifest import load_manifest
-    from hfrelease.workflows import WorkflowSpec, render_workflows
+    from hfrelease.release.workflows import WorkflowSpec, render_workflows
 
     fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "family"
     text = render_workflows(load_manifest(fixtures, check_files=False),

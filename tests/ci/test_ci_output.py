@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from hfrelease import ci
 from hfrelease.cli import main
 from hfrelease.errors import ExitCode
 from hfrelease.evaluation.runner import EvalReport, GateRow
 from hfrelease.manifest import load_manifest
-from hfrelease.rehearsal import rehearse, summary_markdown, write_release_workflow
-from hfrelease.release_policy import GateDecision, GateProblem, MatrixEntry, TagMismatchError, check_tag, eval_matrix
+from hfrelease.release import ci
+from hfrelease.release.policy import GateDecision, GateProblem, MatrixEntry, TagMismatchError, check_tag, eval_matrix
+from hfrelease.release.rehearsal import rehearse, summary_markdown, write_release_workflow
 
 
 def _row(artifact: str, verdict: str, gate: str = "arith") -> GateRow:

@@ -14,7 +14,7 @@ import tomli_w
 from hfrelease.demo.vendor import DRAFT_REPO, read_pins
 from hfrelease.ledger.store import Ledger
 from hfrelease.publish import LOCAL, open_hub
-from hfrelease.rehearsal import rehearse, write_release_workflow
+from hfrelease.release.rehearsal import rehearse, write_release_workflow
 from hfrelease.sources import hub_content_hash
 
 pytestmark = pytest.mark.slow

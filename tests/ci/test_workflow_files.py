@@ -10,8 +10,8 @@ import yaml
 from flagship import FILES, ROOT, SPEC, render
 
 from hfrelease.manifest import load_manifest
-from hfrelease.release_policy import JOBS
-from hfrelease.workflows import ACTIONS, WorkflowSpec, render_workflows
+from hfrelease.release.policy import JOBS
+from hfrelease.release.workflows import ACTIONS, WorkflowSpec, render_workflows
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 FAMILY_SPEC = WorkflowSpec(manifest="model_cards/mymodel/release.toml", runner_label="a100-80g",

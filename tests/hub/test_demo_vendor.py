@@ -157,7 +157,7 @@ def test_a_hub_sourced_draft_is_identified_by_the_hubs_lfs_sha256_and_served_fro
 ) -> None:
     """Unread, a Hub draft is identified by its LFS sha256; downloaded, by the same hash, served from the snapshot."""
     from hfrelease.demo.vendor import DRAFT_REPO, publish_vendor_repos
-    from hfrelease.ledger.hashing import hash_artifact
+    from hfrelease.hashing import hash_artifact
     from hfrelease.ledger.store import Ledger
     from hfrelease.manifest import load_manifest
     from hfrelease.speed.plan import plan_speed

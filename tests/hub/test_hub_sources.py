@@ -83,7 +83,7 @@ def test_identity_from_hub_equals_identity_from_download(
     api: HfApi, hub_family: tuple[Path, str], hub_client: Path
 ) -> None:
     """LFS sha256 from the listing gives the hash of the downloaded snapshot, hashed through the cache's links."""
-    from hfrelease.ledger.hashing import HashCache
+    from hfrelease.hashing import HashCache
     from hfrelease.sources import download_snapshot, hash_snapshot, hub_access, hub_content_hash
 
     _, revision = hub_family
@@ -155,7 +155,7 @@ def _record(manifest: object, artifact_id: str, gate: object, *, content_sha256:
 
 
 def _write_records(family: Path, *, vllm: str) -> None:
-    from hfrelease.ledger.hashing import hash_artifact
+    from hfrelease.hashing import hash_artifact
     from hfrelease.ledger.record import LedgerRecord
     from hfrelease.ledger.store import Ledger
     from hfrelease.manifest import load_manifest
@@ -182,7 +182,7 @@ def test_gate_decision_finds_a_hub_reference_without_downloading_or_vllm(
     from hfrelease.evaluation.plan import installed_harness
     from hfrelease.ledger.store import Ledger
     from hfrelease.manifest import load_manifest
-    from hfrelease.release_policy import decide_gates
+    from hfrelease.release.policy import decide_gates
 
     family, _ = hub_family
     measured_with = "0.25.1"

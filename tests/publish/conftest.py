@@ -24,8 +24,8 @@ from huggingface_hub import HfApi
 from safetensors.numpy import save_file
 
 from hfrelease.bundle import PluginReport
+from hfrelease.hashing import HashCache
 from hfrelease.hub import HubServer, serve
-from hfrelease.ledger.hashing import HashCache
 from hfrelease.manifest import Manifest, load_manifest
 
 TOKEN = "hf_publishtest_0123456789abcdef"

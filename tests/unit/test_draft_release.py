@@ -11,7 +11,7 @@ from hfrelease.errors import ExitCode
 from hfrelease.ledger.record import LedgerRecord, Metric, ServeRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest, load_manifest
-from hfrelease.release_policy import MatrixEntry, decide_gates, eval_matrix
+from hfrelease.release.policy import MatrixEntry, decide_gates, eval_matrix
 from hfrelease.speed.drafts import draft_manifest, plan_drafts
 from hfrelease.speed.plan import point_input_key
 

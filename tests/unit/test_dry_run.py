@@ -21,7 +21,7 @@ import tomli_w
 
 from hfrelease.cli import main
 from hfrelease.evaluation.plan import plan_eval
-from hfrelease.ledger.hashing import ContentHash, FileHash
+from hfrelease.hashing import ContentHash, FileHash
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import load_manifest
 from hfrelease.serving.process import Endpoint

@@ -11,7 +11,7 @@ from safetensors.numpy import save_file
 from hfrelease.errors import ConfigError, ExitCode
 from hfrelease.evaluation.plan import plan_eval
 from hfrelease.evaluation.runner import EvalReport, judge
-from hfrelease.ledger.hashing import HashCache
+from hfrelease.hashing import HashCache
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest, load_manifest

@@ -31,7 +31,7 @@ from hfrelease.evaluation.fidelity_gate import read_raw
 from hfrelease.evaluation.plan import describe_gate, model_files, plan_eval
 from hfrelease.evaluation.runner import run_eval
 from hfrelease.evaluation.verdict import judge_samples
-from hfrelease.ledger.hashing import HashCache
+from hfrelease.hashing import HashCache
 from hfrelease.ledger.record import Sample, raw_files
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest, load_manifest
@@ -154,7 +154,7 @@ def family(fixture_family: Path) -> Manifest:
 
 
 def _run(family: Manifest, server: FakeVllm, tmp_path: Path) -> tuple[Ledger, Any]:
-    ledger = Ledger(family.root / "results")
+    ledger = Ledger(family.ledger_dir)
     plan = plan_eval(family, ledger=ledger, hash_cache=HashCache(tmp_path / "h.json"), gates=["fidelity"])
     return ledger, run_eval(plan, ledger=ledger, run_dir=tmp_path / "run", endpoint=server.url)
 
@@ -254,7 +254,7 @@ def test_a_quant_alone_serves_the_reference_first_when_its_record_is_missing(
     family: Manifest, fake_vllm: FakeVllm, tmp_path: Path
 ) -> None:
     """`eval --artifact fp8` (a matrix job) plans the reference's fidelity run first, then none once recorded."""
-    ledger = Ledger(family.root / "results")
+    ledger = Ledger(family.ledger_dir)
     cache = HashCache(tmp_path / "h.json")
     plan = plan_eval(family, ledger=ledger, hash_cache=cache, gates=["fidelity"], artifacts=["fp8"])
     assert [(s.artifact.id, [g.gate.id for g in s.pending]) for s in plan.servers] == [
@@ -267,7 +267,7 @@ def test_a_quant_alone_serves_the_reference_first_when_its_record_is_missing(
 
 def test_the_quant_without_the_reference_record_is_void(family: Manifest, fake_vllm: FakeVllm, tmp_path: Path) -> None:
     """Attached to a quant's server with no reference record at all, the gate is void and says what to run."""
-    ledger = Ledger(family.root / "results")
+    ledger = Ledger(family.ledger_dir)
     plan = plan_eval(family, ledger=ledger, hash_cache=HashCache(tmp_path / "h.json"), gates=["fidelity"],
                      artifacts=["fp8"])
     plan = type(plan)(manifest=plan.manifest, servers=plan.servers[1:])  # as if the reference could not be served
@@ -346,7 +346,7 @@ def test_cards_show_a_fidelity_section_with_every_figure_traced(
     assert "| Mean KL (CI) |" in section and "| pass |" in section
     assert "Fidelity |" not in text[:text.index("### Fidelity to the reference")].split("## Quality evals")[1]
     kl = next(r for r in card.numbers if r.id == "fidelity.fidelity.fp8.kl")
-    record = Ledger(family.root / "results").records(artifact_id="fp8", subject_id="fidelity")[0]
+    record = Ledger(family.ledger_dir).records(artifact_id="fp8", subject_id="fidelity")[0]
     assert float(kl.text) == pytest.approx(record.metrics["kl"].value, abs=5e-5)
     assert "lower bound of the true KL" in section
     from hfrelease.cards.lint import CardText, lint_cards

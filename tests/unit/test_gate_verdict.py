@@ -15,7 +15,7 @@ from hfrelease.evaluation.verdict import gate_verdict
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest
-from hfrelease.release_policy import decide_gates
+from hfrelease.release.policy import decide_gates
 
 GOOD = [1.0] * 9 + [0.0]  # 0.9
 WORSE = [1.0] * 4 + [0.0] * 6  # 0.4: far outside a 0.05 margin
@@ -63,7 +63,7 @@ CASES = {
 def test_runner_release_and_cards_agree(case: str, family: Manifest, tmp_path: Path) -> None:
     """The same records judged by `judge`, `decide_gates` and the cards give one verdict per (artifact, gate)."""
     scores, expected = CASES[case]
-    ledger = Ledger(family.root / "results")
+    ledger = Ledger(family.ledger_dir)
     _write(family, ledger, scores)
 
     runner = judge(plan_eval(family, ledger=ledger, hash_cache=None), ledger=ledger, measured={}, hash_cache=None)

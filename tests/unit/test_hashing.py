@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hfrelease.errors import ArtifactError
-from hfrelease.ledger.hashing import HashCache, hash_artifact, hash_files
+from hfrelease.hashing import HashCache, hash_artifact, hash_files
 
 FILES = {
     "model-00001-of-00002.safetensors": b"first shard " * 1000,

@@ -14,8 +14,8 @@ import pytest
 from pydantic import ValidationError
 
 from hfrelease.errors import LedgerError
+from hfrelease.hashing import FileHash
 from hfrelease.ledger import store
-from hfrelease.ledger.hashing import FileHash
 from hfrelease.ledger.record import LedgerRecord, Sample, input_key
 from hfrelease.ledger.store import SPILL_BYTES, Ledger
 

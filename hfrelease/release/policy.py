@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from hfrelease.errors import ConfigError, ConfigProblem, GateFailedError, HfreleaseError, MeasurementError
 from hfrelease.evaluation.plan import plan_eval
 from hfrelease.evaluation.runner import GateRow, judge
-from hfrelease.ledger.hashing import HashCache
+from hfrelease.hashing import HashCache
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest
 from hfrelease.manifest.selection import select

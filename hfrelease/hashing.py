@@ -29,8 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from hfrelease.atomic import write_atomic
 from hfrelease.errors import ArtifactError
-from hfrelease.ledger.atomic import write_atomic
 
 WEIGHT_SUFFIX = ".safetensors"
 CHUNK_BYTES = 8 * 1024 * 1024

@@ -6,8 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
+from hfrelease.atomic import write_atomic
 from hfrelease.bundle.plan import FamilyBundle
-from hfrelease.ledger.atomic import write_atomic
 
 
 def write_bundle(bundle: FamilyBundle, out: Path) -> list[Path]:

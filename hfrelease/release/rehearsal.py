@@ -24,12 +24,12 @@ from pathlib import Path
 
 from hfrelease.actions.runner import JobResult, RunEvents, RunResult, RunSettings, run_workflow
 from hfrelease.actions.workflow import Workflow, load_workflow
-from hfrelease.ci import CiEnvironment, append_summary, markdown_table
 from hfrelease.errors import ConfigError, ConfigProblem, ExitCode, HfreleaseError, PublishError, UsageError
-from hfrelease.ledger.hashing import HashCache
+from hfrelease.hashing import HashCache
 from hfrelease.manifest import Manifest, find_manifest, load_manifest
 from hfrelease.publish import LOCAL, PublishReport, open_hub, resolve_token
-from hfrelease.verification import VerifiedRepo
+from hfrelease.release.ci import CiEnvironment, append_summary, markdown_table
+from hfrelease.release.verification import VerifiedRepo
 
 # `--hub manifest`: the manifest's [publish].endpoint, so a workflow never restates where the family goes.
 MANIFEST_HUB = "manifest"
@@ -240,7 +240,7 @@ def summary_markdown(report: RehearsalReport) -> str:
 
 def write_release_workflow(manifest_file: Path, *, root: Path, force: bool = False) -> Path:
     """Write the family's `.github/workflows/release.yml` under `root` (as `init --github` renders it)."""
-    from hfrelease.workflows import WorkflowSpec, render_workflows
+    from hfrelease.release.workflows import WorkflowSpec, render_workflows
 
     manifest_file = find_manifest(manifest_file).resolve()
     root = root.resolve()
