@@ -68,12 +68,14 @@ CASES: dict[str, Case] = {
                                                                   "arith"]),
     "eval: --endpoint with --speed": (ExitCode.USAGE, lambda p: ["eval", str(p.f), "--speed", "--artifact", "fp8",
                                                                  "--endpoint", DEAD_HUB]),
+    "eval: --run-dir is a file": (ExitCode.USAGE, lambda p: ["eval", str(p.f), "--run-dir", str(p.file)]),
     # render / preview
     "render: no manifest": (ExitCode.CONFIG, lambda p: ["render", str(p.missing)]),
     "render: a ledger without the promised gates": (ExitCode.MEASUREMENT_FAILED, lambda p: ["render", str(p.f)]),
     "render --since: a ledger directory of nothing": (ExitCode.USAGE, lambda p: ["render", str(p.f), "--since",
                                                                                  str(p.empty_dir)]),
     "preview: nothing rendered": (ExitCode.USAGE, lambda p: ["preview", str(p.f), "--out", str(p.tmp / "pv")]),
+    "preview: --out is a file": (ExitCode.USAGE, lambda p: ["preview", str(p.f), "--out", str(p.file)]),
     # bundle / publish / verify
     "bundle: no manifest": (ExitCode.CONFIG, lambda p: ["bundle", str(p.missing)]),
     "bundle: --out is a file": (ExitCode.USAGE, lambda p: ["bundle", str(p.f), "--out", str(p.file)]),
@@ -88,6 +90,8 @@ CASES: dict[str, Case] = {
                                                              str(p.file)]),
     "ledger merge: a source that is not there": (ExitCode.USAGE, lambda p: [
         "ledger", "merge", str(p.missing), "--into", str(p.tmp / "merged")]),
+    "hub serve: --root is a file": (ExitCode.USAGE, lambda p: ["hub", "serve", "--root", str(p.file)]),
+    "demo build: --out is a file": (ExitCode.USAGE, lambda p: ["demo", "build", "--out", str(p.file)]),
     # release
     "release: the wrong tag": (ExitCode.CONFIG, lambda p: ["release", str(p.f), "--tag", "v9", "--only", "check"]),
     "release: --artifact without --only": (ExitCode.USAGE, lambda p: ["release", str(p.f), "--artifact", "fp8"]),
