@@ -18,8 +18,11 @@
    num_concurrent) and all at once (sharing the budget the sweep's knee gives), the order alternating per
    round. Printed: wall time of each (first gate's start to last gate's end), their ratio (bar <= 0.6), each
    run's utilization (generated tok/s over the sweep's throughput at its in-flight level; bar >= 0.90 for the
-   concurrent run), the server's busy share and mean batch, the verdicts of both (must agree) and how many
-   samples answered differently between the two schedules, per gate.
+   concurrent run), the server's busy share and mean batch, the CPU seconds of hfrelease with its gate
+   processes and commands and of the server, the machine's busy share of its cores (every tenant's work: a
+   share near 1 means the run is CPU-bound), the verdicts of both (must agree) and how many samples answered
+   differently between the two schedules, per gate. Round 0 is a warm-up (what a process pays once: lm-eval's
+   import and task index, the gate processes' forkserver); the medians are over the later rounds.
 Needs the demo family (`hfrelease demo build`); starts one server at a time.
 """
 
@@ -151,7 +154,72 @@ def main() -> None:  # noqa: PLR0915 - one linear script: measure, then print
 ARTIFACT = "fp8-dynamic"
 
 
-def schedule_benchmark(*, rounds: int, levels: list[int]) -> None:
+class CpuWatch:
+    """CPU seconds while a block runs: of this process's tree (hfrelease, its gate processes and custom gate
+    commands), of the server's processes, and the machine's busy share of all its cores (/proc/stat)."""
+
+    def __init__(self, server_pid: int) -> None:
+        import threading
+
+        import psutil
+
+        self._psutil = psutil
+        self._server = psutil.Process(server_pid)
+        self._seen: dict[int, float] = {}  # pid -> its CPU seconds when last read
+        self._start: dict[int, float] = {}  # pid -> CPU seconds when first read (0 for processes started since)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self.client_s = self.server_s = self.machine_busy = 0.0
+
+    @staticmethod
+    def _stat() -> tuple[float, float]:
+        fields = [float(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        idle = fields[3] + fields[4]
+        return sum(fields) - idle, sum(fields)
+
+    def _tree(self, root: object, *, new_from_zero: bool) -> float:
+        total = 0.0
+        try:
+            processes = [root, *root.children(recursive=True)]  # type: ignore[attr-defined]
+        except self._psutil.Error:
+            return 0.0
+        for process in processes:
+            try:
+                times = process.cpu_times()
+            except self._psutil.Error:
+                continue
+            value = times.user + times.system
+            if process.pid not in self._start:
+                self._start[process.pid] = 0.0 if new_from_zero else value
+            self._seen[process.pid] = value
+            total += value
+        return total
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.2):
+            self._tree(self._psutil.Process(), new_from_zero=True)
+
+    def __enter__(self) -> CpuWatch:
+        self._machine = self._stat()
+        self._server_start = self._tree(self._server, new_from_zero=False)
+        self._own = set(self._start)
+        self._tree(self._psutil.Process(), new_from_zero=False)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        server_end = self._tree(self._server, new_from_zero=False)
+        self._tree(self._psutil.Process(), new_from_zero=True)
+        server_pids = {p.pid for p in [self._server, *self._server.children(recursive=True)]}
+        self.server_s = server_end - self._server_start
+        self.client_s = sum(self._seen[pid] - self._start[pid] for pid in self._seen if pid not in server_pids)
+        busy, total = self._stat()
+        self.machine_busy = (busy - self._machine[0]) / max(total - self._machine[1], 1.0)
+
+
+def schedule_benchmark(*, rounds: int, levels: list[int]) -> None:  # noqa: PLR0915 - one linear script
     import dataclasses
 
     import tomli_w
@@ -165,8 +233,20 @@ def schedule_benchmark(*, rounds: int, levels: list[int]) -> None:
 
     work = Path(tempfile.mkdtemp(prefix="hfrelease-bench-schedule-"))
     os.environ["HFRELEASE_CACHE"] = str(work / "cache")
+    # The reference is a vendor repo on the demo's built-in Hub: a copy of it served, the family pinned to it.
+    from huggingface_hub import constants
+
+    from hfrelease.demo.vendor import HUB_DIR, pin_manifest, read_pins
+    from hfrelease.hub import serve
+
+    shutil.copytree(ROOT / "build" / "demo" / HUB_DIR, work / "hub")
+    hub = serve(work / "hub")
+    os.environ.update(HF_ENDPOINT=hub.url, HF_HUB_CACHE=str(work / "hf-cache"))
+    constants.ENDPOINT, constants.HF_HUB_CACHE = hub.url, str(work / "hf-cache")
+    constants.HUGGINGFACE_CO_URL_TEMPLATE = hub.url + "/{repo_id}/resolve/{revision}/{filename}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"}
     family = family_copy(work)
+    pin_manifest(family / "release.toml", read_pins(ROOT / "build" / "demo"))
     data = tomllib.loads((family / "release.toml").read_text())
     data["workload"] = [{**w, "concurrency": levels} for w in data["workload"] if w["id"] == "load"]
     (family / "release.toml").write_text(tomli_w.dumps(data))
@@ -191,6 +271,7 @@ def schedule_benchmark(*, rounds: int, levels: list[int]) -> None:
     if command.plugin:
         ensure_plugin(manifest.resolve(command.plugin))
     reports: dict[str, list[EvalReport]] = {"sequential": [], "concurrent": []}
+    cpu: dict[str, list[CpuWatch]] = {"sequential": [], "concurrent": []}
     with VllmServer(command, log_path=work / "server.log", port=port) as server:
         server.wait_until_ready()
         for round_ in range(rounds):
@@ -198,21 +279,37 @@ def schedule_benchmark(*, rounds: int, levels: list[int]) -> None:
             for name in order:
                 ledger_root = work / f"{name}-{round_}"
                 shutil.copytree(family / "results", ledger_root)  # the reference's records, to judge against
-                report = run_eval(dataclasses.replace(plan, servers=(schedules[name],)), ledger=Ledger(ledger_root),
-                                  run_dir=work / f"run-{name}-{round_}", endpoint=server.endpoint.base_url)
+                assert server.pid is not None
+                with CpuWatch(server.pid) as watch:
+                    report = run_eval(dataclasses.replace(plan, servers=(schedules[name],)),
+                                      ledger=Ledger(ledger_root), run_dir=work / f"run-{name}-{round_}",
+                                      endpoint=server.endpoint.base_url)
                 reports[name].append(report)
+                cpu[name].append(watch)
                 load = report.loads[0]
-                print(f"# round {round_} {name}: {load.summary()}", flush=True)
+                durations = {r.subject_id: r.duration_s for r in Ledger(ledger_root).records(artifact_id=ARTIFACT)}
+                print(f"# round {round_} {name}: {load.summary()}; CPU s: hfrelease and its gates "
+                      f"{watch.client_s:.1f}, server {watch.server_s:.1f}; machine busy {watch.machine_busy:.0%}; "
+                      f"gate s {durations}", flush=True)
     print(f"# benchmark wall time {time.perf_counter() - started:.0f} s")
+    # Round 0 warms up what a process pays once (lm-eval's import and task index, the forkserver): medians
+    # are over the later rounds, as a family's eval pays it once for all its artifacts.
+    timed_reports = {name: runs[1:] or runs for name, runs in reports.items()}
+    timed_cpu = {name: runs[1:] or runs for name, runs in cpu.items()}
     print(f"{'measure':<64}{'sequential':>14}{'concurrent':>14}")
-    walls = {name: statistics.median(r.loads[0].wall_s for r in runs) for name, runs in reports.items()}
+    walls = {name: statistics.median(r.loads[0].wall_s for r in runs) for name, runs in timed_reports.items()}
     print(f"{'gates wall time, median s':<64}{walls['sequential']:>14.1f}{walls['concurrent']:>14.1f}")
     for label, pick in (("generated tok/s", lambda u: u.tokens_per_s),
                         ("utilization (tok/s / sweep at its in-flight level)", lambda u: u.ratio or 0.0),
                         ("server busy share (running > 0)", lambda u: u.busy_share or 0.0),
                         ("mean batch (request-seconds per second)", lambda u: u.mean_batch)):
         values = {name: statistics.median(pick(r.loads[0].utilization) for r in runs if r.loads[0].utilization)
-                  for name, runs in reports.items()}
+                  for name, runs in timed_reports.items()}
+        print(f"{label + ', median':<64}{values['sequential']:>14.3f}{values['concurrent']:>14.3f}")
+    for label, pick_cpu in (("CPU s of hfrelease, its gate processes and commands", lambda w: w.client_s),
+                            ("CPU s of the vLLM server's processes", lambda w: w.server_s),
+                            ("machine's busy share of its cores (all tenants)", lambda w: w.machine_busy)):
+        values = {name: statistics.median(pick_cpu(w) for w in runs) for name, runs in timed_cpu.items()}
         print(f"{label + ', median':<64}{values['sequential']:>14.3f}{values['concurrent']:>14.3f}")
     in_flight = {name: runs[0].loads[0].in_flight.value for name, runs in reports.items()}
     print(f"{'in flight (sweep level the utilization is against)':<64}{in_flight['sequential']:>14}"
