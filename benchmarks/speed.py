@@ -58,6 +58,21 @@ def family_copy(tmp: Path, *, repeats: int, configs: list[str], num_prompts: int
     return target
 
 
+def serve_vendor_hub(tmp: Path, family: Path) -> None:
+    """The reference is a vendor repo on the demo's built-in Hub: a copy of it served, the family pinned to it."""
+    from huggingface_hub import constants
+
+    from hfrelease.demo.vendor import HUB_DIR, pin_manifest, read_pins
+    from hfrelease.hub import serve
+
+    shutil.copytree(ROOT / "build" / "demo" / HUB_DIR, tmp / "hub")
+    hub = serve(tmp / "hub")
+    os.environ.update(HF_ENDPOINT=hub.url, HF_HUB_CACHE=str(tmp / "hf-cache"))
+    constants.ENDPOINT, constants.HF_HUB_CACHE = hub.url, str(tmp / "hf-cache")
+    constants.HUGGINGFACE_CO_URL_TEMPLATE = hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+    pin_manifest(family / "release.toml", read_pins(ROOT / "build" / "demo"))
+
+
 class SideBySide:
     """The benchmark runner: hfrelease's in-process run, and the same argv by hand, order alternating."""
 
@@ -131,6 +146,7 @@ def main() -> None:
         tmp = Path(tmp_name)
         family = family_copy(tmp, repeats=args.repeats, configs=args.configs.split(","),
                              num_prompts=args.num_prompts, ignore_eos=args.ignore_eos)
+        serve_vendor_hub(tmp, family)
         manifest = load_manifest(family)
         ledger = Ledger(family / "results")
         plan = plan_speed(manifest, ledger=ledger, hash_cache=None)
