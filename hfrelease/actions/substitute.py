@@ -6,8 +6,11 @@
   rehearsal's work directory and Hub).
   Symbolic links are copied as links, as checkout writes them.
 - `actions/setup-python`: this Python's environment is put first on PATH (its `python`, its `hfrelease`).
-- a `run:` step that only installs with pip: not run; the current environment stands in (a rehearsal must
-  not reinstall hfrelease or install vLLM's CUDA build on a CPU machine).
+- a `run:` step that only installs with pip (into a virtual environment of the job's own: creating it and
+  putting it on `GITHUB_PATH` count as part of the install): not run; the current environment stands in (a
+  rehearsal must not reinstall hfrelease or install vLLM's CUDA build on a CPU machine).
+- `actions/attest`: not run (no Sigstore, no GitHub attestations API here); its `bundle-path` output is
+  empty, so the publish job ships no attestation.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from pathlib import Path
 
 from hfrelease.actions.workflow import Step
 
-_PIP_INSTALL = re.compile(r"^\s*(?:python[0-9.]*\s+-m\s+)?pip[0-9.]*\s+install\b")
+_PIP_INSTALL = re.compile(r"^\s*(?:\"?\S*python[0-9.]*\"?\s+-m\s+)?pip[0-9.]*\s+install\b")
+# What else an install step may do: make the job's virtual environment and put it first on PATH.
+_ENV_SETUP = re.compile(r"^\s*(?:python[0-9.]*\s+-m\s+venv\s+\S+|echo\s+\S+\s*>>\s*\"?\$GITHUB_PATH\"?)\s*$")
 
 
 def action_name(step: Step) -> str:
@@ -35,7 +40,8 @@ def pip_only(script: str) -> bool | None:
     installs = [line for line in lines if _PIP_INSTALL.match(line)]
     if not installs:
         return False
-    return True if len(installs) == len(lines) else None
+    setup = [line for line in lines if _ENV_SETUP.match(line)]
+    return True if len(installs) + len(setup) == len(lines) else None
 
 
 def python_bin() -> Path:

@@ -4,11 +4,13 @@ from hfrelease.bundle.checksums import MANIFEST_NAME, ManifestEntry, parse_manif
 from hfrelease.bundle.gather import Refusal, file_problems
 from hfrelease.bundle.plan import BundleFile, BundleRefusedError, FamilyBundle, RepoBundle, bundle_family
 from hfrelease.bundle.plugin_check import PluginCheckError, PluginReport, check_plugin
-from hfrelease.bundle.write import write_bundle
+from hfrelease.bundle.write import ATTESTATION_NAME, BundleMismatchError, read_bundle, write_bundle
 
 __all__ = [
+    "ATTESTATION_NAME",
     "MANIFEST_NAME",
     "BundleFile",
+    "BundleMismatchError",
     "BundleRefusedError",
     "FamilyBundle",
     "ManifestEntry",
@@ -20,6 +22,7 @@ __all__ = [
     "check_plugin",
     "file_problems",
     "parse_manifest",
+    "read_bundle",
     "render_manifest",
     "write_bundle",
 ]

@@ -55,3 +55,15 @@ def init(
     for path in written:
         err_console.print(f"  wrote {path}")
     err_console.print(f"[green]✓[/] scaffolded {directory}: edit release.toml, then `hfrelease check {directory}`")
+    if github:
+        from rich.markup import escape
+
+        from hfrelease.manifest import load_manifest
+        from hfrelease.release.workflows import repository_settings
+
+        loaded = load_manifest(directory, check_files=False)
+        repos = [a.repo for a in loaded.artifact if a.publish]
+        err_console.print("Before the first release tag, set up the repositories (README: Releasing from GitHub "
+                          "Actions):")
+        for number, line in enumerate(repository_settings(workflows, repos=repos), start=1):
+            err_console.print(f"  {number}. {escape(line)}", soft_wrap=True)

@@ -38,10 +38,17 @@ _ONLY = ("check", "gate", "publish")
 @click.option("--only", type=click.Choice(_ONLY),
               help="Run one step of the workflow: `check` (tag; the eval matrix to GITHUB_OUTPUT), `gate` (judge the "
                    "merged ledger), `publish` (publish, never a dry run, then verify).")
+@click.option("--from-bundle", "from_bundle", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              help="With --only publish: publish the bundle `hfrelease bundle --out DIR` wrote in another job, each "
+                   "file checked against its MANIFEST first; nothing is built here.")
+@click.option("--attestation", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="With --from-bundle: a Sigstore bundle attesting the MANIFESTs, shipped beside each as "
+                   "MANIFEST.sigstore.json (`hfrelease verify` checks it).")
 def release(
     manifest: Path, hub: str, tag: str | None, work_dir: Path | None, artifacts: tuple[str, ...],
     gates: tuple[str, ...], hub_root: Path | None, workflow_file: Path | None, write_workflow: bool,
-    root: Path | None, force: bool, only: str | None,
+    root: Path | None, force: bool, only: str | None, from_bundle: Path | None = None,
+    attestation: Path | None = None,
 ) -> None:
     """Rehearse the release: run the family's release workflow file on this machine, job by job.
 
@@ -65,8 +72,14 @@ def release(
                                    "written (cut the manifest down instead)")
         _rehearse(manifest, hub=hub, tag=tag, work_dir=work_dir, hub_root=hub_root, workflow_file=workflow_file)
         return
-    settings = StepSettings(manifest=load_manifest(manifest), tag=tag, artifacts=artifacts, gates=gates, hub=hub,
-                            hub_root=hub_root, work_dir=work_dir)
+    if (from_bundle is not None or attestation is not None) and only != "publish":
+        raise click.UsageError("--from-bundle and --attestation apply with --only publish")
+    if attestation is not None and from_bundle is None:
+        raise click.UsageError("--attestation needs --from-bundle (it signs the MANIFESTs of that bundle)")
+    # Publishing a bundle made elsewhere needs no source file here (the publish job's runner has no weights).
+    settings = StepSettings(manifest=load_manifest(manifest, check_files=from_bundle is None), tag=tag,
+                            artifacts=artifacts, gates=gates, hub=hub, hub_root=hub_root, work_dir=work_dir,
+                            from_bundle=from_bundle, attestation=attestation)
     {"check": _only_check, "gate": _only_gate, "publish": _only_publish}[only](settings)
 
 

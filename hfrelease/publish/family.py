@@ -12,6 +12,7 @@ from huggingface_hub import HfApi
 
 from hfrelease.bundle import FamilyBundle, bundle_family
 from hfrelease.bundle.plugin_check import PluginChecker, check_plugin
+from hfrelease.errors import UsageError
 from hfrelease.hashing import HashCache
 from hfrelease.manifest import Manifest, load_manifest
 from hfrelease.publish.events import OnEvent
@@ -70,6 +71,8 @@ def publish_family(
     echo: Echo | None = None,
     on_event: OnEvent | None = None,
     allow_failed_gates: bool = False,
+    from_bundle: Path | None = None,
+    attestation: Path | None = None,
 ) -> PublishReport:
     """Bundle every published artifact, plan against the Hub, and release all-or-nothing.
 
@@ -81,11 +84,25 @@ def publish_family(
     An artifact whose recorded gate results fail (`gates.check_gates`) is refused before the Hub is
     contacted, unless `allow_failed_gates`: then its release commit names those gates. Once the release
     is on the Hub, each repo's MANIFEST is kept in `<family>/.hfrelease/bundle/<tag>/` for `verify`.
+
+    `from_bundle` publishes the bundle another job wrote (`hfrelease bundle --out DIR`) instead of making one:
+    every file is checked against its repo's MANIFEST first, and nothing is built (no plugin check: the job
+    holding the token runs no third-party code). Its gates were judged by the job that made the bundle.
+    `attestation` (a Sigstore bundle of the MANIFESTs' provenance) ships beside each MANIFEST.
     """
+    from hfrelease.bundle import read_bundle
+
     loaded = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
-    bundle = bundle_family(loaded, cache=cache, artifacts=artifacts, plugin_checker=plugin_checker)
-    # After bundling: the weights are hashed (and cached) once, and the gates judge that same content.
-    gates = check_gates(loaded, artifacts=artifacts, hash_cache=cache, allow_failed=allow_failed_gates)
+    if from_bundle is not None:
+        bundle = read_bundle(loaded, from_bundle, artifacts=artifacts, attestation=attestation)
+        gates = GateCheck(failed=(), unjudged=())
+    elif attestation is not None:
+        raise UsageError("an attestation ships only with a bundle made beforehand",
+                         hint="Pass --from-bundle DIR: the attestation signs the MANIFESTs in DIR.")
+    else:
+        bundle = bundle_family(loaded, cache=cache, artifacts=artifacts, plugin_checker=plugin_checker)
+        # After bundling: the weights are hashed (and cached) once, and the gates judge that same content.
+        gates = check_gates(loaded, artifacts=artifacts, hash_cache=cache, allow_failed=allow_failed_gates)
     say = echo or (lambda _: None)
     if gates.unjudged:
         say(f"{len(gates.unjudged)} gate(s) have no recorded result to judge for the current inputs: "

@@ -27,7 +27,7 @@ from hfrelease.manifest.selection import select
 from hfrelease.speed.verdict import DraftCheck
 
 # The jobs of `.github/workflows/release.yml`, in order; the rehearsal runs the same ones under the same names.
-JOBS = ("check", "eval", "merge", "render", "publish")
+JOBS = ("check", "eval", "merge", "render", "bundle", "publish")
 
 
 class TagMismatchError(ConfigError):

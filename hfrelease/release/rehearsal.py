@@ -185,6 +185,8 @@ def publish_and_verify(
     cache: HashCache | None,
     echo: Callable[[str], None],
     on_event: Callable[..., None] | None = None,
+    from_bundle: Path | None = None,
+    attestation: Path | None = None,
 ) -> tuple[PublishReport, tuple[VerifiedRepo, ...]]:
     """The publish job: release all-or-nothing (never a dry run), then download every tag back and verify it.
 
@@ -204,7 +206,8 @@ def publish_and_verify(
     with hub_access():
         # The same stage functions `hfrelease publish` and `hfrelease verify` call.
         report = publish_stage(PublishSettings(manifest=manifest, hub=target_hub, hub_root=hub_root, dry_run=False,
-                                               artifacts=tuple(artifacts)), cache=cache, echo=echo,
+                                               artifacts=tuple(artifacts), from_bundle=from_bundle,
+                                               attestation=attestation), cache=cache, echo=echo,
                                on_event=on_event).report
         if report.outcome is None or report.outcome.status == "staged":
             # [publish].pr: the repos wait as pull requests for review; there is no release tag to verify yet.
@@ -240,7 +243,7 @@ def summary_markdown(report: RehearsalReport) -> str:
 
 def write_release_workflow(manifest_file: Path, *, root: Path, force: bool = False) -> Path:
     """Write the family's `.github/workflows/release.yml` under `root` (as `init --github` renders it)."""
-    from hfrelease.release.workflows import WorkflowSpec, render_workflows
+    from hfrelease.release.workflows import WorkflowSpec, lock_dir_for, render_workflows
 
     manifest_file = find_manifest(manifest_file).resolve()
     root = root.resolve()
@@ -248,7 +251,8 @@ def write_release_workflow(manifest_file: Path, *, root: Path, force: bool = Fal
         raise ConfigError("--root", [ConfigProblem(location="--root", message=f"{manifest_file} is not inside {root}")])
     from hfrelease.preflight.install import rehearsal_install
 
-    spec = WorkflowSpec(manifest=manifest_file.relative_to(root).as_posix(), install=rehearsal_install(root))
+    spec = WorkflowSpec(manifest=manifest_file.relative_to(root).as_posix(), install=rehearsal_install(root),
+                        lock_dir=lock_dir_for(root))
     text = render_workflows(load_manifest(manifest_file, check_files=False), spec)["workflows/release.yml"]
     path = root / WORKFLOW
     if path.exists() and not force and path.read_text(encoding="utf-8") != text:

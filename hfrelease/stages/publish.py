@@ -94,6 +94,10 @@ class PublishSettings:
     dry_run: bool | None = None  # None: a dry run exactly when there is no token
     pr: bool | None = None  # None: [publish].pr
     allow_failed_gates: bool = False
+    # A bundle another job wrote (`hfrelease bundle --out DIR`): published as it is, checked against its
+    # MANIFESTs, nothing built; `attestation` ships beside each MANIFEST (see `publish_family`).
+    from_bundle: Path | None = None
+    attestation: Path | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,7 +148,8 @@ def publish_stage(
     report = publish_family(
         loaded, hub=settings.hub, hub_root=settings.hub_root, dry_run=settings.dry_run,
         pr=settings.pr, artifacts=artifacts, cache=cache, echo=echo, on_event=on_event,
-        allow_failed_gates=settings.allow_failed_gates,
+        allow_failed_gates=settings.allow_failed_gates, from_bundle=settings.from_bundle,
+        attestation=settings.attestation,
     )  # fmt: skip
     cache.save()
     return PublishStageReport(report=report)

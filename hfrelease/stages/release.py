@@ -37,6 +37,8 @@ class StepSettings:
     hub: str = "manifest"  # publish: a Hub URL, `local`, or `manifest` ([publish].endpoint / HF_ENDPOINT)
     hub_root: Path | None = None
     work_dir: Path | None = None  # publish: where the release is downloaded back to (default: a temp dir)
+    from_bundle: Path | None = None  # publish: the bundle another job wrote, checked against its MANIFESTs
+    attestation: Path | None = None  # publish: shipped beside each MANIFEST (needs from_bundle)
 
 
 def _selected(settings: StepSettings) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -126,7 +128,8 @@ def publish_step(
     cache = cache or default_hash_cache()
     out_dir = (settings.work_dir or Path(tempfile.mkdtemp(prefix="hfrelease-verify-"))) / "verify"
     report, verified = publish_and_verify(loaded, hub=settings.hub, hub_root=settings.hub_root, artifacts=artifacts,
-                                          out_dir=out_dir, cache=cache, echo=echo)
+                                          out_dir=out_dir, cache=cache, echo=echo,
+                                          from_bundle=settings.from_bundle, attestation=settings.attestation)
     cache.save()
     outcome = report.outcome
     assert outcome is not None  # publish_and_verify never dry-runs

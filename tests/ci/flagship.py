@@ -18,8 +18,10 @@ MANIFEST = "model_cards/nanbeige4.2-3b/release.toml"
 # `.` is an install line `hfrelease check` accepts (hfrelease.preflight.install). The flagship's own check
 # exits 3 on its placeholder vllm_plugin/ (README.md, "The preflight"); rendering its workflows does not
 # need the plugin, so the manifest is loaded without the preflight.
-SPEC = WorkflowSpec(manifest=MANIFEST, install=".", runner_label="gpu", environment="release")
-FILES = ("workflows/release.yml", "actionlint.yaml")
+# Its lock files are the ones hfrelease ships (templates/locks/), not copies under .github/locks/.
+SPEC = WorkflowSpec(manifest=MANIFEST, install=".", runner_label="gpu", environment="release",
+                    lock_dir="templates/locks")
+FILES = ("workflows/release.yml", "actionlint.yaml", "dependabot.yml")
 
 
 def render() -> dict[str, str]:

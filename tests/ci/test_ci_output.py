@@ -143,7 +143,8 @@ def test_rehearsal_summary_lists_jobs_and_gates(fixture_family: Path, tmp_path: 
     report = rehearse(fixture_family, work_dir=tmp_path / "work", tag="v0.9", env=dict(os.environ))
     assert report.exit_code == ExitCode.CONFIG
     assert [(j.id, j.status) for j in report.jobs] == [
-        ("check", "failure"), ("eval", "skipped"), ("merge", "skipped"), ("render", "skipped"), ("publish", "skipped")]
+        ("check", "failure"), ("eval", "skipped"), ("merge", "skipped"), ("render", "skipped"), ("bundle", "skipped"),
+        ("publish", "skipped")]
     text = summary_markdown(report)
     assert text.startswith(f"## Release {report.family} v0.9: stopped (exit 3)")
     assert "| check the manifest and the tag | ❌ failure |" in text

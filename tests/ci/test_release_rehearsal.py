@@ -89,6 +89,7 @@ def test_the_demo_family_is_released_through_its_workflow_file(repository: Path,
         ("eval", "eval draft", "success"),
         ("merge", "merge the ledgers and judge the gates", "success"),
         ("render", "render the model cards", "success"),
+        ("bundle", "bundle every repo", "success"),
         ("publish", "publish to the Hub and verify", "success")]
     # What did not run as written is named: checkout, setup-python and the pip installs, in every job.
     for job in report.jobs:

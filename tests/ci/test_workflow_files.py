@@ -58,15 +58,15 @@ def test_flagship_release_workflow_is_the_template_rendered() -> None:
 
 @pytest.mark.parametrize("name", sorted(_all_workflows()))
 def test_permissions_are_empty_by_default_and_least_per_job(name: str) -> None:
-    """Top-level permissions are {}; every job asks for contents: read, and only publish may hold id-token."""
+    """Top-level permissions are {}; every job asks for contents: read; only publish writes (id-token, attestations)."""
     data = _load(_all_workflows()[name])
     assert data["permissions"] == {}
     for job_id, job in data["jobs"].items():
         permissions = job.get("permissions")
         assert isinstance(permissions, dict), f"{job_id}: no job-level permissions"
         for scope, level in permissions.items():
-            if scope == "id-token":
-                assert job_id == "publish" and level == "write", f"{job_id}: id-token outside the publish job"
+            if scope in ("id-token", "attestations", "artifact-metadata"):
+                assert job_id == "publish" and level == "write", f"{job_id}: {scope} outside the publish job"
             else:
                 assert level == "read", f"{job_id}: {scope}: {level}"
 
@@ -102,7 +102,7 @@ def test_no_expressions_in_run_no_caches_no_persisted_credentials(name: str) -> 
 
 @pytest.mark.parametrize("name", sorted(RELEASES))
 def test_release_job_graph(name: str) -> None:
-    """check -> eval matrix (self-hosted) -> merge -> render -> publish, tag-checked before any GPU time."""
+    """check -> eval matrix (self-hosted) -> merge -> render -> bundle -> publish (hosted, from the bundle)."""
     data = _load(RELEASES[name])
     label = "gpu" if name.startswith("repo:") else FAMILY_SPEC.runner_label
     environment = "release" if name.startswith("repo:") else FAMILY_SPEC.environment
@@ -118,7 +118,12 @@ def test_release_job_graph(name: str) -> None:
     assert jobs["eval"]["strategy"]["matrix"] == "${{ fromJSON(needs.check.outputs.matrix) }}"
     assert jobs["eval"]["strategy"]["fail-fast"] is False
     assert jobs["eval"]["runs-on"] == ["self-hosted", label]
-    assert [jobs[j]["needs"] for j in ("merge", "render", "publish")] == ["eval", "merge", "render"]
+    assert [jobs[j]["needs"] for j in ("merge", "render", "bundle", "publish")] == ["eval", "merge", "render", "bundle"]
+    # publish runs on a fresh GitHub-hosted runner, from the bundle job's artifact, never beside the GPU jobs.
+    assert jobs["publish"]["runs-on"] == "ubuntu-latest"
+    assert jobs["bundle"]["runs-on"] == ["self-hosted", label]
+    publish_runs = " ".join(s.get("run", "") for s in jobs["publish"]["steps"])
+    assert "--from-bundle release-bundle" in publish_runs and "--require-hashes" in publish_runs
     # Only the publish job meets the protected environment or a secret.
     for job_id, job in jobs.items():
         assert ("environment" in job) == (job_id == "publish"), job_id
