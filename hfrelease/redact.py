@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 REDACTED = "***"
 
@@ -67,3 +68,45 @@ def token_shaped(text: str) -> bool:
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     """A copy of `env` with secret-named variables' values replaced (the names stay: they are useful)."""
     return {k: (REDACTED if SECRET_NAME.search(k) else redact(v)) for k, v in env.items()}
+
+
+def _environment_block(stat: str) -> tuple[int, int]:
+    """The start and end address of the process's initial environment strings, from /proc/self/stat."""
+    # Fields after the command name (which may hold spaces and parentheses) start at field 3; env_start
+    # and env_end are fields 50 and 51 (proc(5)).
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[50 - 3]), int(fields[51 - 3])
+
+
+def seal_environment(proc: str = "/proc/self") -> list[str]:
+    """Keep this process's secret-named variables out of every other process's reach; returns their names.
+
+    A child started without the secrets in its environment can still read the parent's from
+    `/proc/<ppid>/environ` (same user: no privilege needed), which shows the environment the parent was
+    *started* with, whatever the parent later removed. So, before third-party code runs (a plugin's build
+    backend), the secrets are removed from the C environment (children no longer inherit them) and their
+    bytes in that initial block are overwritten with NULs through /proc/self/mem (`/proc/<pid>/environ`
+    no longer shows them). Python's `os.environ` keeps the values: code in this process (huggingface_hub's
+    token lookup) still finds them, and a child gets one only when it is handed one explicitly.
+    Linux only; elsewhere (or without /proc) only the C environment is cleared.
+    """
+    names = [name for name in os.environ if SECRET_NAME.search(name)]
+    for name in names:
+        os.unsetenv(name)  # C `environ` only: os.environ (the dict) keeps the value for this process
+    if not names:
+        return names
+    try:
+        start, end = _environment_block(Path(proc, "stat").read_text(encoding="ascii", errors="replace"))
+        with Path(proc, "mem").open("r+b", buffering=0) as memory:
+            memory.seek(start)
+            block = memory.read(end - start)
+            offset = 0
+            for entry in block.split(b"\0"):
+                key, sep, value = entry.partition(b"=")
+                if sep and value and SECRET_NAME.search(key.decode("utf-8", "replace")):
+                    memory.seek(start + offset + len(key) + 1)
+                    memory.write(b"\0" * len(value))
+                offset += len(entry) + 1
+    except (OSError, ValueError, IndexError):
+        pass  # no /proc (not Linux) or no write access to our own memory: the C environment is still clear
+    return names

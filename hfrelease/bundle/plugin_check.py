@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hfrelease import shell
 from hfrelease.errors import ExitCode, HfreleaseError
-from hfrelease.redact import SECRET_NAME
+from hfrelease.redact import SECRET_NAME, seal_environment
 
 PLUGIN_GROUP = "vllm.general_plugins"
 
@@ -60,7 +60,9 @@ def check_plugin(
             f"`{PLUGIN_GROUP}` group.",
         )
     source_env = os.environ if env is None else env
-    # The plugin's build backend runs arbitrary code: it gets no credentials.
+    # The plugin's build backend runs arbitrary code: it gets no credentials, and cannot read them from this
+    # process's /proc/<pid>/environ either (`seal_environment`; the values stay in os.environ for this process).
+    seal_environment()
     clean_env = {k: v for k, v in source_env.items() if not SECRET_NAME.search(k)}
     clean_env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     with tempfile.TemporaryDirectory(prefix="hfrelease-plugin-") as scratch:
