@@ -20,6 +20,7 @@ from hfrelease.hub.auth import UrlSigner
 from hfrelease.hub.collection_store import ITEM_TYPES, LISTED_ITEMS, CollectionStore
 from hfrelease.hub.faults import FaultInjector, FaultRule
 from hfrelease.hub.messages import FileBody, Request, Response, json_response
+from hfrelease.hub.oidc import OidcExchange
 from hfrelease.hub.routes import Route
 from hfrelease.hub.stats import HubStats
 from hfrelease.hub.storage import (
@@ -68,7 +69,9 @@ class Endpoints:
         stats: HubStats,
         faults: FaultInjector,
         tree_page_size: int = TREE_PAGE_SIZE,
+        oidc: OidcExchange | None = None,
     ) -> None:
+        self.oidc = oidc
         self.storage = storage
         self.collections = collections
         self.signer = signer
@@ -607,6 +610,21 @@ class Endpoints:
         raise errors.HubHTTPError(
             501, "Xet storage is not supported by this Hub server: set HF_HUB_DISABLE_XET=1 in the client environment"
         )
+
+    # -- trusted publishing (`oidc.py`) ---------------------------------------------------------------
+
+    def _exchange(self) -> OidcExchange:
+        if self.oidc is None:
+            raise errors.HubHTTPError(404, "Trusted publishing is not set up on this Hub")
+        return self.oidc
+
+    def oidc_exchange(self, route: Route, request: Request) -> Response:
+        return json_response(self._exchange().exchange(request.json_object(), audience=request.base_url))
+
+    def oidc_id_token(self, route: Route, request: Request) -> Response:
+        audience = (request.query.get("audience") or [request.base_url])[0]
+        return json_response(self._exchange().id_token(audience=audience,
+                                                       authorization=request.headers.get("Authorization")))
 
     # -- test-only administration ---------------------------------------------------------------------
 

@@ -21,7 +21,8 @@ ENDPOINTS = (
     "branch-delete", "discussion-list", "discussion-create", "discussion-details", "discussion-merge",
     "discussion-status", "discussion-comment", "collection-list", "collection-create", "collection-get",
     "collection-delete", "collection-item-add", "collection-item-delete", "lfs-batch", "lfs-upload",
-    "lfs-verify", "resolve", "xet-token", "admin-stats", "admin-faults", "model-page",
+    "lfs-verify", "resolve", "xet-token", "admin-stats", "admin-faults", "model-page", "oidc-exchange",
+    "oidc-id-token",
 )  # fmt: skip
 
 _PLURALS = {f"{t}s": t for t in REPO_TYPES}
@@ -48,10 +49,13 @@ def _not_found() -> errors.HubHTTPError:
     return errors.HubHTTPError(404, "Not Found")
 
 
-def route(method: str, segments: tuple[str, ...]) -> Route:
+def route(method: str, segments: tuple[str, ...]) -> Route:  # noqa: PLR0911 - a routing table
     """Match a request line to a `Route`; 404 for unknown paths, 405 for a known path with a wrong method."""
     if segments[:1] == ("api",):
         return _route_api(method, segments[1:])
+    if segments == ("oauth", "token"):
+        # Trusted publishing's token exchange (RFC 8693), where huggingface_hub._oidc posts it (`oidc.py`).
+        return _only(method, "POST", Route("oidc-exchange", "anyone"))
     if segments[:2] == ("_hfrelease", "lfs") and len(segments) == 6:
         # PUT target of the LFS basic transfer: /_hfrelease/lfs/<type>/<ns>/<name>/<oid>
         repo_type = segments[2]
@@ -106,6 +110,8 @@ def _route_api(method: str, seg: tuple[str, ...]) -> Route:  # noqa: PLR0911, PL
             return _only(method, "GET", Route("admin-stats", "anyone"))
         if seg == ("_hfrelease", "faults"):
             return _only(method, ("GET", "POST", "DELETE"), Route("admin-faults", "admin"))
+        if seg == ("_hfrelease", "oidc", "github"):
+            return _only(method, "GET", Route("oidc-id-token", "anyone"))
         raise _not_found()
     if seg[:1] == ("collections",):
         return _route_collections(method, seg[1:])

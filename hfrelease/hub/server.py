@@ -27,6 +27,7 @@ from hfrelease.hub.collection_store import CollectionStore
 from hfrelease.hub.endpoints import TREE_PAGE_SIZE, Endpoints
 from hfrelease.hub.faults import FaultInjector, FaultRule
 from hfrelease.hub.messages import Request, Response, error_response
+from hfrelease.hub.oidc import OidcExchange, OidcSettings, check_scope
 from hfrelease.hub.stats import HubStats
 from hfrelease.hub.storage import HubStorage
 
@@ -44,6 +45,16 @@ class _App:
     stats: HubStats
     faults: FaultInjector
     fault_injection: bool
+    oidc: OidcExchange | None = None
+
+    def authenticate(self, authorization: str | None) -> tuple[str | None, str | None]:
+        """The user behind the header, and the repo its token is scoped to (a trusted-publishing token)."""
+        if self.oidc is not None and authorization:
+            scheme, _, token = authorization.partition(" ")
+            scope = self.oidc.scope(token.strip()) if scheme.lower() == "bearer" else None
+            if scope is not None:
+                return self.credentials.user, scope
+        return self.credentials.authenticate(authorization), None
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -159,8 +170,12 @@ class _Handler(BaseHTTPRequestHandler):
                 app.stats.count_request(endpoint)
             # Read the body before anything can fail, so an error answer leaves the connection reusable.
             body = b"" if route.streaming else self._read_body()
-            user = app.credentials.authenticate(self.headers.get("Authorization"))
+            # The id-token endpoint's Authorization header is the CI's request token, not a Hub token.
+            user, scope = (None, None) if endpoint == "oidc-id-token" else app.authenticate(
+                self.headers.get("Authorization"))
             repo = route.repo.repo_id if route.repo else None
+            if scope is not None:
+                check_scope(scope, repo=repo, access=route.access)
             # Repo routes carry the revision first among their path arguments (when they name one).
             revision = route.args[0] if route.repo and route.args else None
             if (rule := app.faults.take(endpoint=endpoint, method=method, repo=repo, revision=revision,
@@ -303,6 +318,7 @@ def serve(
     user: str = DEFAULT_USER,
     fault_injection: bool = False,
     tree_page_size: int = TREE_PAGE_SIZE,
+    oidc: OidcSettings | None = None,
 ) -> HubServer:
     """Start a Hub server on a background thread; `port=0` picks a free port (read it from `.url`).
 
@@ -320,12 +336,13 @@ def serve(
             hint="Pass a writable directory with --root.",
         ) from error
     stats, faults = HubStats(), FaultInjector()
+    exchange = OidcExchange(oidc) if oidc is not None else None
     endpoints = Endpoints(
         storage=storage, collections=CollectionStore(root, tmp_dir=storage.tmp_dir), signer=signer,
-        stats=stats, faults=faults, tree_page_size=tree_page_size,
+        stats=stats, faults=faults, tree_page_size=tree_page_size, oidc=exchange,
     )  # fmt: skip
     app = _App(endpoints=endpoints, credentials=credentials, stats=stats, faults=faults,
-               fault_injection=fault_injection)  # fmt: skip
+               fault_injection=fault_injection, oidc=exchange)  # fmt: skip
     try:
         httpd = _HTTPServer((host, port), app)
     except OSError as error:

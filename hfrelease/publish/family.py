@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from huggingface_hub import HfApi
@@ -15,6 +15,7 @@ from hfrelease.bundle.plugin_check import PluginChecker, check_plugin
 from hfrelease.errors import UsageError
 from hfrelease.hashing import HashCache
 from hfrelease.manifest import Manifest, load_manifest
+from hfrelease.publish import trusted
 from hfrelease.publish.events import OnEvent
 from hfrelease.publish.gates import GateCheck, check_gates
 from hfrelease.publish.plan import ReleasePlan
@@ -108,6 +109,7 @@ def publish_family(
         say(f"{len(gates.unjudged)} gate(s) have no recorded result to judge for the current inputs: "
             "publish does not stop on those (the release job does)")
     target_hub = hub or loaded.publish.endpoint
+    source: str | None = None  # trusted publishing's, when the tokens come from it
     with contextlib.ExitStack() as stack:
         if api is not None:
             disable_xet()
@@ -118,10 +120,18 @@ def publish_family(
             endpoint = target.endpoint
             credential = token or target.token or resolve_token()
             client = api_factory(endpoint, credential.value if credential else None)
+            if credential is None and dry_run is not True and trusted.available():
+                # One short-lived token per repo, each sent only with its repo's requests (`trusted.py`).
+                tokens = trusted.exchange_per_repo([r.repo for r in bundle.repos], endpoint=endpoint)
+                client, source = trusted.RepoScopedApi(endpoint=endpoint, tokens=tokens), trusted.SOURCE
+                if bundle.collection:
+                    say(f"collection {bundle.collection!r} left as it is: a trusted-publishing token is scoped to "
+                        "one repo and cannot change a collection (add the repos with a user token)")
+                    bundle = replace(bundle, collection=None)
         reason = None
         if dry_run:
             reason = "--dry-run"
-        elif dry_run is None and credential is None and api is None:
+        elif dry_run is None and credential is None and source is None and api is None:
             reason = "no Hub token found (HF_TOKEN, `hf auth login`, or trusted publishing): dry run"
         plan = plan_release(bundle, client, failed_gates=gates.by_artifact())
         outcome = None
@@ -135,5 +145,5 @@ def publish_family(
                 record_published(bundle.repos, published_dir(loaded.root, bundle.tag))
         return PublishReport(
             bundle=bundle, plan=plan, outcome=outcome, dry_run=reason is not None, dry_run_reason=reason,
-            endpoint=endpoint, token_source=credential.source if credential else None, gates=gates,
+            endpoint=endpoint, token_source=source or (credential.source if credential else None), gates=gates,
         )  # fmt: skip

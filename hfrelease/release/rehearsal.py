@@ -27,7 +27,7 @@ from hfrelease.actions.workflow import Workflow, load_workflow
 from hfrelease.errors import ConfigError, ConfigProblem, ExitCode, HfreleaseError, PublishError, UsageError
 from hfrelease.hashing import HashCache
 from hfrelease.manifest import Manifest, find_manifest, load_manifest
-from hfrelease.publish import LOCAL, PublishReport, open_hub, resolve_token
+from hfrelease.publish import LOCAL, PublishReport, open_hub, resolve_token, trusted
 from hfrelease.release.ci import CiEnvironment, append_summary, markdown_table
 from hfrelease.release.verification import VerifiedRepo
 
@@ -197,12 +197,13 @@ def publish_and_verify(
     from hfrelease.stages.publish import PublishSettings, VerifySettings, publish_stage, verify_stage
 
     target_hub = (os.environ.get("HF_ENDPOINT") or manifest.publish.endpoint) if hub == MANIFEST_HUB else hub
-    if target_hub != LOCAL and resolve_token() is None:
+    if target_hub != LOCAL and resolve_token() is None and not trusted.available():
         # `hfrelease publish` without a token is a dry run that exits 0; a release job must not pass that way.
         raise PublishError(
             f"no Hub token to publish to {target_hub} with",
-            hint="Give the publish job's environment an HF_TOKEN secret (a fine-grained token with write access "
-                 "to the family's repos), or set HF_OIDC_RESOURCE for trusted publishing.")
+            hint="Give the publish job `id-token: write` and add it as a trusted publisher of each repo on the Hub "
+                 "(one short-lived token per repo), or give its environment an HF_TOKEN secret (a fine-grained "
+                 "token with write access to the family's repos).")
     with hub_access():
         # The same stage functions `hfrelease publish` and `hfrelease verify` call.
         report = publish_stage(PublishSettings(manifest=manifest, hub=target_hub, hub_root=hub_root, dry_run=False,
