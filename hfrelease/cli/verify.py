@@ -19,13 +19,16 @@ if TYPE_CHECKING:
 @click.option("--bundle", "bundle_dir", type=click.Path(path_type=Path, exists=True, file_okay=False),
               help="A bundle directory (`hfrelease bundle --out DIR`) to compare with (default: the MANIFESTs "
                    "`publish` kept in <family>/.hfrelease/bundle/<tag>/, when present).")  # fmt: skip
+@click.option("--attested-by", "attested_by", metavar="OWNER/REPO",
+              help="Also check each release's attestation signature: signed by a GitHub Actions run of this "
+                   "repository (needs the sigstore package and network access to Sigstore).")
 @click.option("--serve", "serve_id", help="Also serve this artifact's downloaded copy with vLLM and ask it a question.")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False),
               help="Where to download (default: a temp dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def verify(
     manifest: Path, hub: str | None, hub_root: Path | None, artifacts: tuple[str, ...], bundle_dir: Path | None,
-    serve_id: str | None, out: Path | None, as_json: bool,
+    serve_id: str | None, out: Path | None, as_json: bool, attested_by: str | None = None,
 ) -> None:  # fmt: skip
     """Download each published repo's release tag fresh and check every file.
 
@@ -38,7 +41,8 @@ def verify(
     from hfrelease.stages.publish import VerifySettings, verify_stage
 
     settings = VerifySettings(manifest=manifest, out=out or Path(tempfile.mkdtemp(prefix="hfrelease-verify-")), hub=hub,
-                              hub_root=hub_root, artifacts=artifacts, bundle_dir=bundle_dir, serve=serve_id)
+                              hub_root=hub_root, artifacts=artifacts, bundle_dir=bundle_dir, serve=serve_id,
+                              attested_by=attested_by)
     report = verify_stage(settings, announce=err_console.print,
                           serving=lambda artifact: err_console.status(f"serving the downloaded {artifact} with vLLM"))
     _print(report, as_json=as_json)

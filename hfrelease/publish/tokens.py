@@ -2,9 +2,9 @@
 
 Resolution is huggingface_hub's own (`get_token`): trusted publishing (an OIDC token exchanged in CI when
 `HF_OIDC_RESOURCE` is set), then `HF_TOKEN`, then the token file (`hf auth login`). With none of these, a
-job that can mint an OIDC id token publishes a family with one exchanged token per repo (`trusted.py`). hfrelease only adds
-that the value is registered with `hfrelease.redact`, so whatever path it takes into a message, log,
-record or file it comes out as `***`, and that a `Token` prints as its source, never its value.
+job that can mint an OIDC id token publishes a family with one exchanged token per repo (`trusted.py`).
+hfrelease only adds that the value is registered with `hfrelease.redact`, so whatever path it takes into a
+message, log, record or file it comes out as `***`, and that a `Token` prints as its source, never its value.
 """
 
 from __future__ import annotations

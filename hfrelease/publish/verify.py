@@ -18,7 +18,7 @@ from huggingface_hub import HfApi, hf_hub_url, hf_raise_for_status, snapshot_dow
 # Documented public helpers (huggingface_hub's "Utilities" reference), exported lazily, which mypy cannot see.
 from huggingface_hub.utils import build_hf_headers, http_backoff  # type: ignore[attr-defined]
 
-from hfrelease.bundle import MANIFEST_NAME, ManifestEntry, RepoBundle, parse_manifest
+from hfrelease.bundle import ATTESTATION_NAME, MANIFEST_NAME, ManifestEntry, RepoBundle, parse_manifest
 from hfrelease.errors import PublishError
 from hfrelease.publish.remote import KEPT, RemoteFile, compare, read_revision
 
@@ -112,6 +112,7 @@ def check_release(
     api: HfApi,
     local: Mapping[str, ManifestEntry] | None = None,
     local_manifest_sha256: str | None = None,
+    attested_by: str | None = None,
 ) -> ReleaseCheck:
     """Download `tag` of `repo` into `directory` and check every file three ways; never raises on a mismatch.
 
@@ -124,6 +125,10 @@ def check_release(
     The first two only show that the Hub is consistent with itself: whoever can push to the repo can
     replace a file and its MANIFEST line and move the tag, and both still agree. Only the third, kept
     off the Hub, catches that. Problems are returned, one per file, for the caller to report with other repos'.
+
+    A release that carries `MANIFEST.sigstore.json` (the publish job's attestation) must attest this very
+    MANIFEST (`attestation.py`; with `attested_by`, its signature is checked too): a repo whose MANIFEST and
+    files were replaced together no longer matches it, even where no local bundle was kept.
     """
     tags = {t.name: t.target_commit for t in api.list_repo_refs(repo).tags}
     commit = tags.get(tag)
@@ -155,6 +160,14 @@ def check_release(
         if path == MANIFEST_NAME and local_manifest_sha256 is not None and digest.sha256 != local_manifest_sha256:
             problems.append(f"{MANIFEST_NAME}: differs from the local bundle's MANIFEST (the release was changed "
                             "on the Hub after it was published from here)")
+    if ATTESTATION_NAME in downloaded and MANIFEST_NAME in downloaded:
+        from hfrelease.publish.attestation import attestation_problems
+
+        compared = (*compared, "attestation")
+        problems += attestation_problems(downloaded[ATTESTATION_NAME].read_bytes(),
+                                         downloaded[MANIFEST_NAME].read_bytes(), attested_by=attested_by)
+    elif attested_by is not None:
+        problems.append(f"{ATTESTATION_NAME}: not in the release (asked to check its attestation)")
     missing = sorted({*carried, *(local or {}), *listed} - set(downloaded))
     problems += [f"{path}: missing from the download" for path in missing]
     return ReleaseCheck(repo=repo, tag=tag, commit=commit, directory=directory, files=len(downloaded),
@@ -173,8 +186,8 @@ def _file_problems(
     elif hub.sha256 is None and hub.blob_id != digest.blob_id:
         found.append(f"{path}: downloads as git blob {(digest.blob_id or '')[:12]}, the Hub's tree lists "
                      f"{hub.blob_id[:12]}")
-    if path == MANIFEST_NAME or path in KEPT:
-        return found
+    if path in (MANIFEST_NAME, ATTESTATION_NAME) or path in KEPT:
+        return found  # MANIFEST lists neither itself nor the attestation that signs it
     if has_manifest:
         if carried is None:
             found.append(f"{path}: not in MANIFEST")

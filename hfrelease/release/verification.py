@@ -60,6 +60,7 @@ def verify_family(
     out_dir: Path,
     artifacts: tuple[str, ...] = (),
     bundle_dir: Path | None = None,
+    attested_by: str | None = None,
 ) -> list[VerifiedRepo]:
     """Download every published artifact's release tag into `out_dir/<id>` and check it file by file.
 
@@ -97,7 +98,8 @@ def verify_family(
             with hub_errors(f"verifying {artifact.repo} @ {tag}"):
                 checked = check_release(artifact.repo, tag=tag, directory=directory, api=api,
                                         local=local.entries if local else None,
-                                        local_manifest_sha256=local.manifest_sha256 if local else None)
+                                        local_manifest_sha256=local.manifest_sha256 if local else None,
+                                        attested_by=attested_by)
             commit, files, compared = checked.commit, checked.files, checked.compared_with
             problems += checked.problems
         except HubError as error:

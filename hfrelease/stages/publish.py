@@ -166,6 +166,7 @@ class VerifySettings:
     artifacts: tuple[str, ...] = ()
     bundle_dir: Path | None = None  # default: the MANIFESTs `publish` kept
     serve: str | None = None  # also serve this artifact's downloaded copy and ask it a question
+    attested_by: str | None = None  # also check each attestation's signature: a GitHub Actions run of OWNER/REPO
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,7 +217,8 @@ def verify_stage(
                   announce=announce) as target:
         token = target.token or resolve_token()
         verified = verify_family(loaded, endpoint=target.endpoint, token=token.value if token else None,
-                                 out_dir=settings.out, artifacts=artifacts, bundle_dir=settings.bundle_dir)
+                                 out_dir=settings.out, artifacts=artifacts, bundle_dir=settings.bundle_dir,
+                                 attested_by=settings.attested_by)
     report = VerifyReport(verified=tuple(verified))
     if settings.serve is None or report.error is not None:
         return report
