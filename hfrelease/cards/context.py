@@ -848,8 +848,10 @@ def _hardware(info: Mapping[str, Any]) -> str:
 
 
 def _versions(versions: Mapping[str, str]) -> str:
-    return ", ".join(f"{k} {versions[k]}" for k in ("vllm", "lm_eval", "hfrelease", "torch", "transformers")
-                     if k in versions)
+    named = [f"{k} {versions[k]}" for k in ("vllm", "lm_eval", "hfrelease", "torch", "transformers") if k in versions]
+    if "lock_sha256" in versions:  # the release workflow's locked environment (hfrelease.ledger.provenance)
+        named.append(f"installed from {versions.get('lock', 'a lock file')} (sha256 {versions['lock_sha256'][:12]})")
+    return ", ".join(named)
 
 
 def _links(manifest: Manifest, artifact: Artifact, view: _View) -> Context:

@@ -6,10 +6,11 @@ collecting provenance costs milliseconds, not the seconds those imports take.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -30,9 +31,26 @@ _DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
 
 NVIDIA_SMI = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
 
+# The lock file (pip requirements with hashes) this environment was installed from: the release workflow's
+# jobs name theirs, so every record says which locked environment measured it (`lock`, `lock_sha256`).
+LOCK_VARIABLE = "HFRELEASE_LOCK"
+
+
+def lock_file(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`lock` (the file's name) and `lock_sha256` of the lock file $HFRELEASE_LOCK names; {} without one."""
+    named = (os.environ if env is None else env).get(LOCK_VARIABLE, "")
+    if not named:
+        return {}
+    try:
+        digest = hashlib.sha256(Path(named).read_bytes()).hexdigest()
+    except OSError:
+        return {"lock": f"{Path(named).name} (unreadable)"}
+    return {"lock": Path(named).name, "lock_sha256": digest}
+
 
 def versions() -> dict[str, str]:
-    """Versions of Python and of the installed harness libraries; a library not installed is left out."""
+    """Versions of Python and of the installed harness libraries (one not installed is left out), and the
+    lock file the environment was installed from when the job names it (`lock_file`)."""
     found = {"python": platform.python_version()}
     for key, names in _DISTRIBUTIONS.items():
         for name in names:
@@ -43,6 +61,7 @@ def versions() -> dict[str, str]:
             if name != names[0]:
                 found[f"{key}_distribution"] = name
             break
+    found.update(lock_file())
     if "hfrelease" not in found:
         # Running from a source tree that is not installed: the package's own version is still true.
         from hfrelease import __version__

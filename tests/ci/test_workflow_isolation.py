@@ -67,7 +67,7 @@ def _vllm_in_publish(data: dict[str, Any]) -> None:
 
 def _unlocked_install_in_publish(data: dict[str, Any]) -> None:
     step = _step(data, "publish", "pip install")
-    step["run"] = step["run"].replace("--require-hashes --no-deps -r \"$LOCK\"", "-r \"$LOCK\"")
+    step["run"] = step["run"].replace("--require-hashes --no-deps -r \"$HFRELEASE_LOCK\"", "-r \"$HFRELEASE_LOCK\"")
 
 
 def _publish_builds_the_plugin(data: dict[str, Any]) -> None:

@@ -87,3 +87,20 @@ def test_now_is_utc_to_the_second() -> None:
     assert parsed.utcoffset() == timedelta(0)
     assert parsed.microsecond == 0
     assert abs(datetime.now(UTC) - parsed) < timedelta(seconds=5)
+
+
+def test_versions_name_the_lock_file_the_job_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With HFRELEASE_LOCK set, versions() (so every record) keeps the lock's name and sha256; the card says it."""
+    import hashlib
+
+    from hfrelease.cards.context import _versions
+
+    lock = tmp_path / "release-cuda.txt"
+    lock.write_text("vllm==0.32.0 \\\n    --hash=sha256:" + "0" * 64 + "\n")
+    monkeypatch.setenv("HFRELEASE_LOCK", str(lock))
+    found = versions()
+    assert found["lock"] == "release-cuda.txt"
+    assert found["lock_sha256"] == hashlib.sha256(lock.read_bytes()).hexdigest()
+    assert f"installed from release-cuda.txt (sha256 {found['lock_sha256'][:12]})" in _versions(found)
+    monkeypatch.delenv("HFRELEASE_LOCK")
+    assert "lock" not in versions() and "lock_sha256" not in versions()
