@@ -132,6 +132,9 @@ def test_the_demo_family_is_released_through_its_workflow_file(repository: Path,
                 assert ".eval_results/mc.yaml" in card_files
             published = set(api.list_repo_files(repo, revision="v0.1"))
             assert card_files <= published, (repo, card_files - published)
+        # The draft's repo ships its declared training provenance, speculators' per-epoch layout kept.
+        published = set(api.list_repo_files(REPOS["draft"], revision="v0.1"))
+        assert {"train_command.txt", "0/val_metrics.json", "3/val_metrics.json"} <= published, published
         # The vendor repos are published from themselves: each release commit sits on the pinned upload.
         for repo, revision in pins.items():
             assert revision in [c.commit_id for c in api.list_repo_commits(repo, revision="v0.1")][1:], repo
