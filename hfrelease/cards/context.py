@@ -150,7 +150,7 @@ class _View:
         scale, places = self._scale(result.gate)
         return self.numbers.add(f"gate.{result.gate.id}.{result.artifact_id}.value",
                                 f"{result.gate.label or result.gate.id} on {result.artifact_id}",
-                                fixed(result.value * scale, places), [result.entry])
+                                fixed(result.value * scale, places), result.entries)
 
     def delta(self, result: GateResult, unit: str = "") -> Markdown | None:
         """The delta with its interval and n: "-1.0 (CI -3.0 to +0.0, n=100)", or, for a zero-width
@@ -193,6 +193,16 @@ class _View:
                                 f"{result.gate.label or result.gate.id} on {result.artifact_id}: samples",
                                 str(result.entry.record.n), [result.entry])
 
+    def label(self, result: GateResult) -> Markdown:
+        """The gate's name; for a gate run under several seeds, with their number (its value is their mean)."""
+        label = escape_markdown(result.gate.label or result.gate.id)
+        if result.seeds == 1:
+            return label
+        seeds = self.numbers.add(f"gate.{result.gate.id}.{result.artifact_id}.seeds",
+                                 f"{result.gate.label or result.gate.id} on {result.artifact_id}: seeds",
+                                 str(result.seeds), result.entries)
+        return Markdown(f"{label}, {seeds} seeds")
+
     def unit(self, gate: Gate) -> str:
         return "points" if self.percent[gate.id] else escape_markdown(gate.metric)
 
@@ -216,7 +226,7 @@ class _View:
                 "min_recovery": Markdown(", ".join(thresholds)) if thresholds else None}
 
     def _quality_row(self, gate: Gate, result: GateResult, ref: GateResult | None) -> Context:
-        row: Context = {"label": escape_markdown(gate.label or gate.id), "verdict": self.verdict(result),
+        row: Context = {"label": self.label(result), "verdict": self.verdict(result),
                         "void": result.value is None, "reason": escape_markdown(result.reason),
                         "unit": self.unit(gate)}
         if result.value is None:
@@ -234,7 +244,7 @@ class _View:
                 if result is None or not self.shown(other):
                     continue
                 title = escape_markdown(other.title or other.repo)
-                row: Context = {"gate": escape_markdown(gate.label or gate.id),
+                row: Context = {"gate": self.label(result),
                                 "name": Markdown(f"**{title}**") if other.id == artifact.id else title,
                                 "verdict": self.verdict(result), "value": Markdown("void"), "delta": Markdown(""),
                                 "recovery": Markdown("")}
@@ -779,7 +789,7 @@ def _provenance(manifest: Manifest, measured: FamilyMeasurements, artifact: Arti
         results = [r for (aid, gid), r in measured.gates.items() if gid == gate.id]
         if not results:
             continue
-        records = [r.entry.record for r in results]
+        records = [e.record for r in results for e in r.entries]
         ns = sorted({r.n for r in records})
         dates = sorted(r.started_at[:10] for r in records)
         generation = records[0].generation
@@ -790,7 +800,7 @@ def _provenance(manifest: Manifest, measured: FamilyMeasurements, artifact: Arti
         parts = [f"{harness}, {task}, metric {code_span(gate.metric)}, {escape_markdown(gate.mode)}",
                  escape_markdown(f"n {'/'.join(map(str, ns))}" + (f" (limit {gate.limit})" if gate.limit
                                                                    else " (full set)")),
-                 escape_markdown(f"seed {gate.seed}, max tokens {gate.max_tokens}"
+                 escape_markdown(_seeds(gate) + f", max tokens {gate.max_tokens}"
                                  + "".join(f", {x}" for x in settings)),
                  escape_markdown(_thresholds(gate)),
                  escape_markdown("measured " + _dates(dates))]
@@ -814,6 +824,12 @@ def _provenance(manifest: Manifest, measured: FamilyMeasurements, artifact: Arti
         machines += [(_hardware(p.entry.record.hardware), _versions(p.entry.record.versions)) for p in points]
     environments = [escape_markdown(f"{hardware}; {versions}") for hardware, versions in dict.fromkeys(machines)]
     return {"gates": gates, "workloads": workloads, "environments": environments}
+
+
+def _seeds(gate: Gate) -> str:
+    if gate.seeds is None:
+        return f"seed {gate.seed}"
+    return f"seeds {', '.join(map(str, gate.seeds))} (one run each, items averaged over them)"
 
 
 def _thresholds(gate: Gate) -> str:

@@ -17,7 +17,7 @@ from huggingface_hub import EvalResult, ModelCardData
 from hfrelease.cards.measurements import FamilyMeasurements
 from hfrelease.cards.text import hub_url
 from hfrelease.cards.text import strip_invisible as _strip
-from hfrelease.manifest import Artifact, Manifest
+from hfrelease.manifest import Artifact, Gate, Manifest
 
 LIBRARY = "transformers"
 # A head drafted from its target's hidden states (EAGLE, EAGLE-3, MTP) does not load in transformers on
@@ -114,7 +114,7 @@ def card_data(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifa
             dataset_name=strip_invisible(gate.label or gate.id), metric_type=strip_invisible(metric_id(gate.metric)),
             metric_name=strip_invisible(metric_name(gate.metric)),
             metric_value=scaled(manifest, measured, gate.id, result.value),
-            dataset_args={"n": record.n, "mode": gate.mode, "seed": gate.seed, "max_tokens": gate.max_tokens},
+            dataset_args={"n": record.n, "mode": gate.mode, **_seed_args(gate), "max_tokens": gate.max_tokens},
             verified=False, source_name="hfrelease ledger", source_url=hub_url(artifact.repo),
         ))
     data = ModelCardData(
@@ -126,6 +126,11 @@ def card_data(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifa
     if relation is not None:
         data["base_model_relation"] = relation
     return data
+
+
+def _seed_args(gate: Gate) -> dict[str, int | list[int]]:
+    """`seed`, or for a gate run under several seeds (its value their mean) `seeds`."""
+    return {"seed": gate.seed} if gate.seeds is None else {"seeds": list(gate.seeds)}
 
 
 def eval_result_files(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) -> dict[str, str]:
@@ -149,7 +154,8 @@ def eval_result_files(manifest: Manifest, measured: FamilyMeasurements, artifact
             "source": {"url": hub_url(artifact.repo), "name": "Model Card"},
             "notes": strip_invisible(
                 f"{gate.mode}, lm-eval {record.versions.get('lm_eval', '')} task {gate.task}, metric {gate.metric}, "
-                f"n={record.n}, seed {gate.seed}, max_tokens {gate.max_tokens}"),
+                f"n={record.n}, " + ", ".join(f"{k} {v}" for k, v in _seed_args(gate).items())
+                + f", max_tokens {gate.max_tokens}"),
         }
         files[f".eval_results/{gate.id}.yaml"] = str(yaml.safe_dump([entry], sort_keys=False, allow_unicode=True))
     return files

@@ -5,7 +5,7 @@ mixes measurements of different weights or shows a stale number:
 
 - An artifact's *current* weights are those of its newest record; records of other weights are ignored.
 - Per (artifact, gate) the newest record counts, void or not: a failed re-measurement is not hidden
-  behind an older success.
+  behind an older success. A gate with `seeds`: the newest record of each seed, all of them required.
 - Per (artifact, workload, speculative config, concurrency) the newest "ok" speed record counts.
 - The best batch-1 config of a workload is the one a "speed-best" record chose (`hfrelease eval --speed`
   records it, see `hfrelease.speed.best_record`) when that record was derived from exactly the batch-1
@@ -25,7 +25,8 @@ from hfrelease.cards.errors import CardError, MissingMeasurementError
 from hfrelease.cards.inputs import CardInputs, RecordEntry
 from hfrelease.evaluation.comparison import Comparison
 from hfrelease.evaluation.plan import gate_artifacts
-from hfrelease.evaluation.verdict import Verdict, gate_verdict, headline_value
+from hfrelease.evaluation.seeds import gate_seeds
+from hfrelease.evaluation.verdict import Verdict, gate_verdict, headline_value, seeded_value
 from hfrelease.ledger.record import Sample
 from hfrelease.manifest import Gate, Manifest, Workload
 
@@ -46,10 +47,24 @@ class GateResult:
     reference: RecordEntry | None = None
     verdict: Verdict  # `hfrelease.evaluation.verdict.gate_verdict`'s
     reason: str
+    # A gate with `seeds`: every seed's record (`entry` is the first seed's), the reference's likewise, and
+    # `value` / `stderr` over the runs (`hfrelease.evaluation.seeds.seeded_value`); empty for one run.
+    seed_entries: tuple[RecordEntry, ...] = ()
+    seed_references: tuple[RecordEntry, ...] = ()
+
+    @property
+    def entries(self) -> tuple[RecordEntry, ...]:
+        """The records the value comes from: one per seed."""
+        return self.seed_entries or (self.entry,)
+
+    @property
+    def seeds(self) -> int:
+        return len(self.entries)
 
     @property
     def records(self) -> tuple[RecordEntry, ...]:
-        return (self.entry,) if self.reference is None else (self.entry, self.reference)
+        references = self.seed_references or ((self.reference,) if self.reference is not None else ())
+        return (*self.entries, *references)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,45 +182,66 @@ def _gate_results(manifest: Manifest, usable: list[RecordEntry]) -> dict[tuple[s
     results: dict[tuple[str, str], GateResult] = {}
     missing: list[str] = []
     for gate in manifest.gate:
-        ref_entry = _newest(grouped[(reference, gate.id)]) if (reference, gate.id) in grouped else None
+        refs = _runs(gate, grouped.get((reference, gate.id), []))
         for artifact_id in gate_artifacts(manifest, gate):
-            entries = grouped.get((artifact_id, gate.id))
-            if not entries:
-                missing.append(f"gate {gate.id!r} on artifact {artifact_id!r}: no ledger record")
+            runs = _runs(gate, grouped.get((artifact_id, gate.id), []))
+            if not runs or None in runs:
+                lacking = [str(s) for s, run in zip(gate_seeds(gate), runs, strict=True) if run is None] if runs else []
+                missing.append(f"gate {gate.id!r} on artifact {artifact_id!r}: no ledger record"
+                               + (f" of seed {', '.join(lacking)}" if lacking else ""))
                 continue
-            results[(artifact_id, gate.id)] = _judge(gate, artifact_id, _newest(entries), ref_entry,
-                                                     reference_id=reference)
+            found = [r for r in runs if r is not None]
+            ref_runs = [r for r in refs if r is not None] if refs and None not in refs else []
+            results[(artifact_id, gate.id)] = _judge(gate, artifact_id, found, ref_runs, reference_id=reference)
     if missing:
         raise MissingMeasurementError(missing)
     return results
 
 
-def _headline(gate: Gate, entry: RecordEntry) -> tuple[float, float | None]:
-    value = headline_value(gate, entry.record)
-    if value is None:
-        raise CardError(
-            f"ledger record {entry.name} has no value for metric {gate.metric!r} of gate {gate.id!r}",
-            hint="The gate's metric changed since it was measured: re-run `hfrelease eval`.",
-        )
-    metric = entry.record.metrics.get(gate.metric)
-    return value, metric.stderr if metric else None
+def _runs(gate: Gate, entries: list[RecordEntry]) -> list[RecordEntry | None]:
+    """The newest record of each of the gate's runs: one, or one per seed of `seeds` (None for a seed not
+    recorded); an empty list when nothing is."""
+    if not entries:
+        return []
+    if gate.seeds is None:
+        return [_newest(entries)]
+    by_seed = {seed: [e for e in entries if e.record.seed == seed] for seed in gate.seeds}
+    return [_newest(found) if found else None for found in by_seed.values()]
 
 
-def _judge(gate: Gate, artifact_id: str, entry: RecordEntry, ref: RecordEntry | None, *,
+def _headline(gate: Gate, entries: list[RecordEntry]) -> tuple[float, float | None]:
+    for entry in entries:
+        if headline_value(gate, entry.record) is None:
+            raise CardError(
+                f"ledger record {entry.name} has no value for metric {gate.metric!r} of gate {gate.id!r}",
+                hint="The gate's metric changed since it was measured: re-run `hfrelease eval`.",
+            )
+    value = seeded_value(gate, [e.record for e in entries], [_samples(e) for e in entries])
+    assert value.value is not None
+    return value.value, value.stderr
+
+
+def _judge(gate: Gate, artifact_id: str, entries: list[RecordEntry], refs: list[RecordEntry], *,
            reference_id: str) -> GateResult:
-    """The card's gate result: `gate_verdict`, the verdict eval and the release decision give, on these records."""
-    if entry.record.status == "void":
+    """The card's gate result: `gate_verdict`, the verdict eval and the release decision give, on these records
+    (one per run: a gate with `seeds` has one per seed, on the artifact and on the reference)."""
+    entry, ref = entries[0], (refs[0] if refs else None)
+    if any(e.record.status == "void" for e in entries):
         value, stderr = None, None
     else:
-        value, stderr = _headline(gate, entry)
-    by_record = {id(e.record): e for e in (entry, ref) if e is not None}
-    judged = gate_verdict(gate, entry.record, reference_id=reference_id, reference=ref.record if ref else None,
+        value, stderr = _headline(gate, entries)
+    by_record = {id(e.record): e for e in (*entries, *refs)}
+    judged = gate_verdict(gate, [e.record for e in entries], reference_id=reference_id,
+                          reference=[r.record for r in refs] if refs else None,
                           samples=lambda record: _samples(by_record[id(record)]))
-    # The reference record a number of this row was compared with (traced by the card's numbers).
-    compared = ref is not None and artifact_id != reference_id and entry.record.status == ref.record.status == "ok"
+    # The reference records the numbers of this row were compared with (traced by the card's numbers).
+    compared = (bool(refs) and artifact_id != reference_id
+                and all(e.record.status == "ok" for e in (*entries, *refs)))
+    seeded = ({"seed_entries": tuple(entries), "seed_references": tuple(refs) if compared else ()}
+              if gate.seeds is not None else {})
     return GateResult(artifact_id=artifact_id, gate=gate, entry=entry, value=value, stderr=stderr,
                       comparison=judged.comparison, reference=ref if compared else None, verdict=judged.verdict,
-                      reason=judged.reason)
+                      reason=judged.reason, **seeded)
 
 
 def _samples(entry: RecordEntry) -> tuple[Sample, ...]:

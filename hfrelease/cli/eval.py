@@ -196,7 +196,7 @@ class _LiveViews:
     def gates(self, plan: EvalPlan, run_dir: Path) -> Iterator[_LiveView]:
         view = _LiveView("hfrelease eval", ("artifact", "server", "gate", "progress"),
                          [job.artifact.id for job in plan.servers],
-                         {(job.artifact.id, g.gate.id): ("recorded" if not g.pending else "pending")
+                         {(job.artifact.id, g.label): ("recorded" if not g.pending else "pending")
                           for job in plan.servers for g in job.gates})
         with _live(view, fold=f"eval: {', '.join(job.artifact.id for job in plan.servers)} (servers and gates)",
                    logs=f"logs: {run_dir}"):

@@ -18,6 +18,7 @@ from hfrelease.errors import ArtifactError
 from hfrelease.evaluation.budget import InFlight, Sweep, choose_in_flight, find_sweep
 from hfrelease.evaluation.custom_gate import custom_gate_argv
 from hfrelease.evaluation.lm_eval_gate import LmEvalCall, lm_eval_call
+from hfrelease.evaluation.seeds import seed_runs
 from hfrelease.hashing import ContentHash, HashCache, hash_artifact
 from hfrelease.ledger.record import LedgerRecord, input_key
 from hfrelease.ledger.store import Ledger
@@ -30,17 +31,27 @@ from hfrelease.sources import artifact_content
 # recorded samples instead of re-running the gate (request_timeout only bounds how long a request is awaited).
 _JUDGEMENT_FIELDS = {"label", "description", "margin", "floor", "min_recovery", "higher_is_better", "max_truncated",
                      "artifacts", "num_concurrent", "request_timeout", "truncation_margin", "max_kl", "max_flip_rate"}
-# Fidelity-only fields left out of the key while unset, so the keys of every other gate stay what they were
-# before fidelity gates existed (and their recorded results stay current).
-_FIDELITY_FIELDS = {"fidelity", "top_k"}
+# Fields left out of the key while unset, so the keys of every other gate stay what they were before these
+# fields existed (and their recorded results stay current): the fidelity gate's, and `seeds`, which a gate's
+# runs never carry (each run is the gate with one `seed`, see `hfrelease.evaluation.seeds`).
+_KEYED_WHEN_SET = {"fidelity", "top_k", "seeds"}
 
 
 @dataclass(frozen=True, kw_only=True)
 class GateJob:
+    """One run of a gate on an artifact: a gate with `seeds` has one job per seed, each `gate` being that
+    seed's run (`seed` set, no `seeds`; `hfrelease.evaluation.seeds.seed_runs`), recorded under its own key."""
+
     artifact_id: str
     gate: Gate
     input_key: str
     recorded: LedgerRecord | None  # a matching "ok" record: not re-run unless forced
+    seeded: bool = False  # one of several seeds' runs (the manifest's gate has `seeds`)
+
+    @property
+    def label(self) -> str:
+        """The gate's id, with the seed when it is one of several runs: how progress and dry runs name it."""
+        return f"{self.gate.id} (seed {self.gate.seed})" if self.seeded else self.gate.id
 
     @property
     def pending(self) -> bool:
@@ -82,6 +93,11 @@ class EvalPlan:
     @property
     def pending(self) -> int:
         return sum(len(s.pending) for s in self.servers)
+
+
+def manifest_gate(manifest: Manifest, gate_id: str) -> Gate:
+    """The manifest's gate `gate_id` (with its `seeds`, where a job's gate is one seed's run)."""
+    return next(g for g in manifest.gate if g.id == gate_id)
 
 
 def gate_artifacts(manifest: Manifest, gate: Gate) -> list[str]:
@@ -144,7 +160,7 @@ def gate_input_key(
     """
     found = harness if harness is not None else installed_harness()
     settings = gate.model_dump(mode="json", exclude=_JUDGEMENT_FIELDS)
-    settings = {k: v for k, v in settings.items() if not (k in _FIDELITY_FIELDS and v is None)}
+    settings = {k: v for k, v in settings.items() if not (k in _KEYED_WHEN_SET and v is None)}
     extra = {"reference": reference_sha256} if reference_sha256 is not None else {}
     return input_key(
         artifact=content_sha256,
@@ -288,14 +304,15 @@ def plan_eval(
             unknown = exc.message
         public = build_serve_command(manifest, artifact, model=artifact.repo)
         jobs = []
-        for gate in chosen:
+        for gate in (run for chosen_gate in chosen for run in seed_runs(chosen_gate)):
             reference = fidelity_reference(manifest, gate, artifact.id, reference_sha)
             key = gate_input_key(manifest, gate, content_sha256=content.sha256, public=public,
                                  reference_sha256=reference) if content else ""
             recorded = None if force or content is None else find_gate_record(
                 manifest, gate, ledger=ledger, artifact_id=artifact.id, content_sha256=content.sha256,
                 public=public, any_harness=any_harness, reference_sha256=reference_sha)
-            jobs.append(GateJob(artifact_id=artifact.id, gate=gate, input_key=key, recorded=recorded))
+            jobs.append(GateJob(artifact_id=artifact.id, gate=gate, input_key=key, recorded=recorded,
+                                seeded=manifest_gate(manifest, gate.id).seeds is not None))
         sweep = find_sweep(ledger, artifact_id=artifact.id, content_sha256=content.sha256,
                            serve_display=public.display()) if content else None
         in_flight = choose_in_flight(manifest, chosen, sweep) if manifest.eval.schedule == "concurrent" else None

@@ -43,13 +43,14 @@ from hfrelease.evaluation.plan import (
     ServerJob,
     find_gate_record,
     gate_call,
+    manifest_gate,
     model_files,
     serve_command,
 )
 from hfrelease.evaluation.schedule import run_at_once
 from hfrelease.evaluation.timeouts import MAX_RETRIES, gate_request_timeout, stall_window
 from hfrelease.evaluation.utilization import LoadWatch, Utilization
-from hfrelease.evaluation.verdict import Verdict, gate_verdict, headline_value
+from hfrelease.evaluation.verdict import Verdict, gate_verdict, seeded_value
 from hfrelease.hashing import HashCache
 from hfrelease.ledger.provenance import hardware, now_utc_iso, versions
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord, raw_files
@@ -64,6 +65,8 @@ from hfrelease.serving.process import VllmServer, check_identity, free_port, lau
 from hfrelease.serving.stall import Progress, StallWatch
 from hfrelease.sources import artifact_content
 
+# A gate run measured in this process: (artifact id, gate id, seed): a gate with `seeds` has one run per seed.
+RunKey = tuple[str, str, int]
 AfterGates = Callable[[ServerJob, VllmServer, ServeCommand], None]
 
 
@@ -113,6 +116,8 @@ class GateRow:
     reason: str
     comparison: Comparison | None = None
     checks: tuple[tuple[str, Comparison], ...] = ()  # every check judged (accuracy, truncation, kl, flip_rate)
+    # Runs merged (a gate with `seeds`): `value` is their mean, `n` the items, `truncated` / `empty` over all runs
+    seeds: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {k: v for k, v in self.__dict__.items() if k not in ("comparison", "checks")}
@@ -196,7 +201,7 @@ def run_eval(
     started = requests = 0
     written: list[Path] = []
     loads: list[ServerLoad] = []
-    measured: dict[tuple[str, str], LedgerRecord] = {}
+    measured: dict[RunKey, LedgerRecord] = {}
     for job in plan.servers:
         if not job.pending:
             events.server_state(job.artifact.id, "recorded")
@@ -230,7 +235,7 @@ def run_eval(
 
 def _gates_with_load(
     manifest: Manifest, job: ServerJob, base_url: str, server: VllmServer | None, command: ServeCommand | None,
-    *, ledger: Ledger, events: EvalEvents, measured: dict[tuple[str, str], LedgerRecord], log_dir: Path,
+    *, ledger: Ledger, events: EvalEvents, measured: dict[RunKey, LedgerRecord], log_dir: Path,
     request_cache: Path | None, force: bool, hash_cache: HashCache | None,
 ) -> tuple[int, list[Path], ServerLoad]:
     """The job's pending gates, at once or one after another, with the server's load watched throughout."""
@@ -284,7 +289,7 @@ class GateContext:
     command: ServeCommand | None
     ledger: Ledger
     events: EvalEvents
-    measured: dict[tuple[str, str], LedgerRecord]
+    measured: dict[RunKey, LedgerRecord]
     log_dir: Path
     request_cache: Path | None = None
     force: bool = False
@@ -365,9 +370,9 @@ class GateContext:
         path = self.ledger.write(record)
         if self.request_cache is not None:
             RequestCache(directory=self.request_cache, key=gate_job.input_key).clear()  # the record holds them now
-        self.measured[(aid, gate.id)] = record
+        self.measured[(aid, gate.id, gate.seed)] = record
         summary = f"{run.value:.3f} (n={run.n})" if record.status == "ok" else f"void: {record.void_reason}"
-        self.events.gate_finished(aid, gate.id, summary)
+        self.events.gate_finished(aid, gate_job.label, summary)
         return path
 
 
@@ -380,7 +385,7 @@ def _run_gates(
     *,
     ledger: Ledger,
     events: EvalEvents,
-    measured: dict[tuple[str, str], LedgerRecord],
+    measured: dict[RunKey, LedgerRecord],
     log_dir: Path,
     request_cache: Path | None = None,
     force: bool = False,
@@ -398,11 +403,11 @@ def _run_gates(
         gate = gate_job.gate
         aid = job.artifact.id
         started_at, t0 = now_utc_iso(), time.monotonic()
-        events.gate_progress(aid, gate.id, 0, 0)
+        events.gate_progress(aid, gate_job.label, 0, 0)
         cache = context.request_cache_of(gate_job)
         progress = Progress()
 
-        def on_progress(done: int, total: int, a: str = aid, g: str = gate.id, p: Progress = progress) -> None:
+        def on_progress(done: int, total: int, a: str = aid, g: str = gate_job.label, p: Progress = progress) -> None:
             p.update(done, total)
             events.gate_progress(a, g, done, total)
 
@@ -512,7 +517,7 @@ def _measure(
 
 def _measure_fidelity(
     manifest: Manifest, gate: Gate, artifact_id: str, *, base_url: str, model: str, ledger: Ledger,
-    measured: Mapping[tuple[str, str], LedgerRecord], hash_cache: HashCache | None, on_progress: Any,
+    measured: Mapping[RunKey, LedgerRecord], hash_cache: HashCache | None, on_progress: Any,
 ) -> GateRun:
     """The reference generates and scores its continuations; any other artifact scores the reference's
     tokens, read from the raw file beside the reference's record of this gate (measured in this run, or
@@ -526,7 +531,7 @@ def _measure_fidelity(
         prompts = read_prompt_set(manifest.resolve(gate.fidelity or ""))
         lines = reference_lines(gate, prompts, base_url=base_url, model=model, post=post, on_progress=on_progress)
         return fidelity_run(lines, requests=2 * len(lines))
-    reference = measured.get((manifest.reference.id, gate.id)) or _reference_record(
+    reference = measured.get((manifest.reference.id, gate.id, gate.seed)) or _reference_record(
         manifest, gate, ledger=ledger, hash_cache=hash_cache)
     names = [name for key, name in raw_files(reference) if key == "fidelity_raw"] if reference is not None else []
     if reference is None or reference.status != "ok" or len(names) != 1:
@@ -629,43 +634,54 @@ def judge(
     plan: EvalPlan,
     *,
     ledger: Ledger,
-    measured: Mapping[tuple[str, str], LedgerRecord],
+    measured: Mapping[RunKey, LedgerRecord],
     hash_cache: HashCache | None,
     any_harness: bool = False,
 ) -> list[GateRow]:
     """Compare each artifact's gate result with the reference's, on the same samples.
 
-    `any_harness`: the reference's record may have been made with another vLLM / lm-eval than the one
-    installed here (judging where no vLLM is installed; see `find_gate_record`).
+    A gate with `seeds` is one row over all of its runs, judged once every seed's run is recorded (on the
+    artifact and the reference; `hfrelease.evaluation.seeds`): a void run voids the row. `any_harness`: the
+    reference's record may have been made with another vLLM / lm-eval than the one installed here (judging
+    where no vLLM is installed; see `find_gate_record`).
     """
     manifest = plan.manifest
     reference = manifest.reference
     rows: list[GateRow] = []
-    reference_records: dict[str, LedgerRecord | None] = {}
+    reference_records: dict[tuple[str, int], LedgerRecord | None] = {}
     for job in plan.servers:
+        runs: dict[str, list[GateJob]] = {}
         for gate_job in job.gates:
-            gate = gate_job.gate
-            record = measured.get((job.artifact.id, gate.id)) or gate_job.recorded
-            if record is None:
-                continue
+            runs.setdefault(gate_job.gate.id, []).append(gate_job)
+        for gate_id, gate_jobs in runs.items():
+            gate = manifest_gate(manifest, gate_id)
+            found = [measured.get((job.artifact.id, g.gate.id, g.gate.seed)) or g.recorded for g in gate_jobs]
+            records = [r for r in found if r is not None]
+            if len(records) != len(found):
+                continue  # a seed's run is not recorded: nothing to judge yet
             origin: Literal["measured", "recorded"] = (
-                "measured" if (job.artifact.id, gate.id) in measured else "recorded"
-            )
-            ref: LedgerRecord | None = None
-            if job.artifact.id != reference.id and record.status == "ok":
-                if gate.id not in reference_records:
-                    reference_records[gate.id] = measured.get((reference.id, gate.id)) or _reference_record(
-                        manifest, gate, ledger=ledger, hash_cache=hash_cache, any_harness=any_harness)
-                ref = reference_records[gate.id]
-            judged = gate_verdict(gate, record, reference_id=reference.id, reference=ref, samples=ledger.load_samples)
-            metric = record.metrics.get(gate.metric)
-            value = headline_value(gate, record)
+                "measured" if any((job.artifact.id, gate_id, g.gate.seed) in measured for g in gate_jobs)
+                else "recorded")
+            refs: list[LedgerRecord] | None = None
+            if job.artifact.id != reference.id and all(r.status == "ok" for r in records):
+                found_refs: list[LedgerRecord | None] = []
+                for g in gate_jobs:
+                    if (gate_id, g.gate.seed) not in reference_records:
+                        reference_records[(gate_id, g.gate.seed)] = measured.get(
+                            (reference.id, gate_id, g.gate.seed)) or _reference_record(
+                            manifest, g.gate, ledger=ledger, hash_cache=hash_cache, any_harness=any_harness)
+                    found_refs.append(reference_records[(gate_id, g.gate.seed)])
+                refs = [r for r in found_refs if r is not None] if None not in found_refs else None
+            judged = gate_verdict(gate, records, reference_id=reference.id, reference=refs,
+                                  samples=ledger.load_samples)
+            value = seeded_value(gate, records, [ledger.load_samples(r) if len(records) > 1 and r.status == "ok"
+                                                 else () for r in records])
             rows.append(GateRow(
                 artifact_id=job.artifact.id, gate_id=gate.id, label=gate.label or gate.id, origin=origin,
-                status=record.status, value=float("nan") if value is None else value,
-                stderr=metric.stderr if metric else None, n=record.n, truncated=record.truncated,
-                empty=record.empty, mode=gate.mode, verdict=judged.verdict, reason=judged.reason,
-                comparison=judged.comparison, checks=judged.checks,
+                status="void" if any(r.status == "void" for r in records) else "ok",
+                value=float("nan") if value.value is None else value.value, stderr=value.stderr, n=value.n,
+                truncated=value.truncated, empty=value.empty, mode=gate.mode, verdict=judged.verdict,
+                reason=judged.reason, comparison=judged.comparison, checks=judged.checks, seeds=value.seeds,
             ))
     return rows
 

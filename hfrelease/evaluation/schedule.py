@@ -156,7 +156,7 @@ def run_at_once(context: GateContext, *, in_flight: int) -> tuple[int, list[Path
 
 def _start(context: GateContext, gate_job: GateJob, slots: Any, in_flight: int) -> _Running:
     aid, gate = context.job.artifact.id, gate_job.gate
-    context.events.gate_progress(aid, gate.id, 0, 0)
+    context.events.gate_progress(aid, gate_job.label, 0, 0)
     item = _Running(gate_job=gate_job, started_at=now_utc_iso(), t0=time.monotonic())
     cache = context.request_cache_of(gate_job)
     if gate.task is not None:
@@ -167,7 +167,7 @@ def _start(context: GateContext, gate_job: GateJob, slots: Any, in_flight: int) 
 
     def on_progress(done: int, total: int) -> None:
         item.done, item.total = done, total
-        context.events.gate_progress(aid, gate.id, done, total)
+        context.events.gate_progress(aid, item.gate_job.label, done, total)
 
     def measure() -> None:
         slots.acquire()  # one slot for the whole gate: it sends its requests one at a time
@@ -199,7 +199,7 @@ def _wait(context: GateContext, running: list[_Running]) -> None:
                 message = item.receiver.recv()
                 if message[0] == "progress":
                     item.done, item.total = message[1], message[2]
-                    context.events.gate_progress(context.job.artifact.id, item.gate_job.gate.id, item.done,
+                    context.events.gate_progress(context.job.artifact.id, item.gate_job.label, item.done,
                                                  item.total)
                 elif message[0] == "result":
                     item.outcome = ("result", message[1])

@@ -21,6 +21,9 @@ both records share, judged as non-inferiority with the check's own margin:
   lower is better, margins `max_kl` / `max_flip_rate`: the upper bound of the mean's interval must stay
   within the threshold.
 
+A gate run under several seeds (`seeds`) is judged on each item's mean over the seeds, an item and all of
+its seeds being one resampling unit (`hfrelease.evaluation.seeds`).
+
 The gate passes when every check passes; the reason is the first failing check's (else the headline's).
 """
 
@@ -32,6 +35,7 @@ from typing import Literal
 
 from hfrelease.errors import MeasurementError
 from hfrelease.evaluation.comparison import Comparison, paired_comparison
+from hfrelease.evaluation.seeds import SeedSamples, item_means
 from hfrelease.ledger.record import LedgerRecord, Sample
 from hfrelease.manifest import Gate
 
@@ -57,8 +61,9 @@ def _figure(sample: Sample, name: str) -> float:
     return float(value)
 
 
-def _by_doc(samples: Sequence[Sample], name: str) -> dict[str, float]:
-    return {s.doc_id: _figure(s, name) for s in samples}
+def _by_doc(runs: SeedSamples, name: str) -> dict[str, float]:
+    # One run: each item's own figure; several seeds: each item's mean over them (`seeds.item_means`).
+    return item_means(runs, lambda s: _figure(s, name))[0]
 
 
 def _fidelity_reason(name: str, label: str, unit: str, limit: float, comparison: Comparison) -> str:
@@ -72,8 +77,15 @@ def _fidelity_reason(name: str, label: str, unit: str, limit: float, comparison:
 
 
 def judge_samples(gate: Gate, artifact: Sequence[Sample], reference: Sequence[Sample]) -> Judgement:
-    """Judge `artifact`'s samples against the `reference`'s for `gate`; raises MeasurementError when they
-    share no sample (`paired_comparison`)."""
+    """Judge `artifact`'s samples against the `reference`'s for `gate` (one run each); raises MeasurementError
+    when they share no sample (`paired_comparison`)."""
+    return judge_seeds(gate, {gate.seed: artifact}, {gate.seed: reference})
+
+
+def judge_seeds(gate: Gate, artifact: SeedSamples, reference: SeedSamples) -> Judgement:
+    """Judge `gate` over its runs (per seed, that run's samples) on the artifact and the reference: each
+    figure is an item's mean over the seeds, so the bootstrap resamples an item with all of its seeds
+    (`hfrelease.evaluation.seeds`)."""
     checks: list[tuple[str, Comparison]] = []
     reasons: dict[str, str] = {}
     if gate.is_fidelity:
@@ -142,30 +154,80 @@ def _reference_floor(gate: Gate, value: float | None) -> GateVerdict:
     return GateVerdict(verdict="fail", reason=f"the reference's {shown} is {side} {gate.floor:g}")
 
 
+Runs = LedgerRecord | Sequence[LedgerRecord]  # one record, or a gate with `seeds`: one per seed
+
+
+def _runs(value: Runs) -> list[LedgerRecord]:
+    return [value] if isinstance(value, LedgerRecord) else list(value)
+
+
 def gate_verdict(
     gate: Gate,
-    record: LedgerRecord,
+    record: Runs,
     *,
     reference_id: str,
-    reference: LedgerRecord | None,
+    reference: Runs | None,
     samples: Callable[[LedgerRecord], Sequence[Sample]],
 ) -> GateVerdict:
     """The verdict of `record` (a gate result of any artifact, the reference's included) under `gate`.
 
-    `reference`: the reference's record to compare with (ignored when `record` is the reference's own);
-    `samples`: how the caller reads a record's per-sample outcomes (the ledger's samples file, or those a
-    card's inputs already hold).
+    `record`: one record, or for a gate with `seeds` the record of each seed (judged together, see
+    `judge_seeds`; a void run voids the gate, naming its seed). `reference`: the reference's record(s) to
+    compare with (ignored when `record` is the reference's own); `samples`: how the caller reads a record's
+    per-sample outcomes (the ledger's samples file, or those a card's inputs already hold).
     """
-    if record.status == "void":
-        return GateVerdict(verdict="void", reason=record.void_reason or "void")
-    if record.artifact_id == reference_id:
-        return _reference_floor(gate, headline_value(gate, record))
-    if reference is None or reference.status != "ok":
+    records = _runs(record)
+    void = next((r for r in records if r.status == "void"), None)
+    if void is not None:
+        reason = void.void_reason or "void"
+        return GateVerdict(verdict="void", reason=f"seed {void.seed}: {reason}" if len(records) > 1 else reason)
+    if records[0].artifact_id == reference_id:
+        return _reference_floor(gate, seeded_value(gate, records, [() for _ in records]).value
+                                if len(records) > 1 else headline_value(gate, records[0]))
+    references = _runs(reference) if reference is not None else []
+    if not references or any(r.status != "ok" for r in references):
         return GateVerdict(verdict="no-reference",
                            reason=f"no valid reference result for {gate.id}: evaluate {reference_id}")
     try:
-        judged = judge_samples(gate, samples(record), samples(reference))
+        judged = judge_seeds(gate, {i: samples(r) for i, r in enumerate(records)},
+                             {i: samples(r) for i, r in enumerate(references)})
     except MeasurementError as exc:
         return GateVerdict(verdict="no-reference", reason=exc.message)
     return GateVerdict(verdict=judged.verdict, reason=judged.reason, comparison=judged.comparison,
                        checks=judged.checks)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeededValue:
+    """A gate's value over its runs: the mean of the runs' values, and its item-level standard error."""
+
+    value: float | None  # None: a run has no value for the gate's metric
+    stderr: float | None
+    n: int  # items per run (every run has the same items when the task selection is fixed)
+    seeds: int
+    truncated: int  # over all runs' answers
+    empty: int
+
+
+def seeded_value(gate: Gate, records: Sequence[LedgerRecord], samples: Sequence[Sequence[Sample]]) -> SeededValue:
+    """The value over the runs of one gate (one record per seed, with its samples; `()` when only the value
+    is wanted). One run: its own value and stderr, as the harness reported them. Several: the mean of the
+    runs' values and the standard error of the mean of the items' seed-means (items are the unit, as in the
+    verdict)."""
+    import math
+
+    values = [headline_value(gate, r) for r in records]
+    if len(records) == 1:
+        metric = records[0].metrics.get(gate.metric)
+        return SeededValue(value=values[0], stderr=metric.stderr if metric else None, n=records[0].n, seeds=1,
+                           truncated=records[0].truncated, empty=records[0].empty)
+    known = [v for v in values if v is not None]
+    value = math.fsum(known) / len(known) if len(known) == len(values) else None
+    means = item_means(dict(enumerate(samples)), lambda s: s.score)[0] if all(samples) else {}
+    stderr = None
+    if len(means) > 1:
+        mean = math.fsum(means.values()) / len(means)
+        variance = math.fsum((x - mean) ** 2 for x in means.values()) / (len(means) - 1)
+        stderr = math.sqrt(variance / len(means))
+    return SeededValue(value=value, stderr=stderr, n=max(r.n for r in records), seeds=len(records),
+                       truncated=sum(r.truncated for r in records), empty=sum(r.empty for r in records))

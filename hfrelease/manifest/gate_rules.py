@@ -53,6 +53,52 @@ def check_gate_kinds(data: Mapping[str, Any]) -> list[ConfigProblem]:
     return problems
 
 
+MAX_SEEDS = 32  # vendors merge 3 to 8 seeds per number; a longer list is a mistake that would multiply a run
+
+
+def check_gate_seeds(data: Mapping[str, Any]) -> list[ConfigProblem]:
+    """`seeds`: a non-empty list of distinct seeds, instead of `seed`, on a gate that samples.
+
+    Greedy decoding (temperature 0, the default) gives the same answers under every seed: the runs would
+    repeat one measurement and the merged interval would look tighter than the evidence, so seeds on a
+    greedy lm-eval gate or on a fidelity gate (greedy by construction) are refused. A custom gate decides
+    how it samples (it receives each seed as `--seed`), so its seeds are taken as given. Each element's
+    type and range are the schema's (`Gate.seeds`).
+    """
+    problems: list[ConfigProblem] = []
+    for index, gate in _gates(data):
+        seeds = gate.get("seeds")
+        if not isinstance(seeds, list):
+            continue  # absent, or the schema reports its type
+        where = f"gate[{index}].seeds"
+
+        def problem(message: str, where: str = where) -> None:
+            problems.append(ConfigProblem(location=where, message=message))
+
+        if not seeds:
+            problem("seeds lists no seed: give at least one (or leave it out for one run with seed)")
+        if len(seeds) > MAX_SEEDS:
+            problem(f"{len(seeds)} seeds: a gate takes at most {MAX_SEEDS} (each seed is a full run of the gate)")
+        counted: dict[int, int] = {}
+        for value in seeds:
+            if isinstance(value, int) and not isinstance(value, bool):
+                counted[value] = counted.get(value, 0) + 1
+        repeated = sorted(v for v, count in counted.items() if count > 1)
+        if repeated:
+            problem(f"seed(s) {', '.join(map(str, repeated))} listed more than once: a repeated seed repeats the "
+                    "same run and would count its samples twice")
+        if "seed" in gate:
+            problems.append(ConfigProblem(location=f"gate[{index}].seed", message=(
+                "give seed (one run) or seeds (one run per seed), not both: with seeds, list every seed")))
+        if gate.get("fidelity") is not None:
+            problem("a fidelity gate is greedy (the reference's greedy continuations): every seed would give the "
+                    "same figures, so it takes no seeds")
+        elif gate.get("task") is not None and gate.get("temperature", 0.0) == 0:
+            problem("the gate is greedy (temperature 0): every seed would give the same answers; set temperature "
+                    "(e.g. 0.6, with top_p) to sample, or remove seeds")
+    return problems
+
+
 def check_prompt_sets(data: Mapping[str, Any], root: Path) -> list[ConfigProblem]:
     """Each fidelity gate's prompt set is a JSONL file of {"id": str, "prompt": non-empty str}, ids unique."""
     problems: list[ConfigProblem] = []

@@ -287,6 +287,7 @@ class Artifact(Table):
 
 
 FIDELITY_METRIC = "kl"  # the headline metric of a fidelity gate: mean per-token KL(reference || artifact)
+MAX_SEED = 2**32 - 1  # lm-eval seeds numpy's generator with it, which takes 0 .. 2**32 - 1
 MAX_TOP_K = 20  # vLLM's default --max-logprobs: a larger top_k is refused by the server
 
 
@@ -319,6 +320,12 @@ class Gate(Table):
     limit: PositiveInt | None = None  # samples per task (per subtask for groups)
     max_tokens: PositiveInt  # generation budget
     seed: int = 1234
+    # A sampled gate run once per seed (vendors merge 3 to 8 seeds per number): each run is `seed` set to one
+    # of these, so it reaches lm-eval's generators and every request's `seed` (vLLM's per-request sampling
+    # seed), and is recorded under its own key (a seed already measured is never re-run). The runs are judged
+    # together, each item with all of its seeds as one resampling unit (`hfrelease.evaluation.seeds`). Rules
+    # (non-empty, distinct, not beside `seed`, not on a greedy or fidelity gate) live in `gate_rules`.
+    seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] | None = None
     num_fewshot: NonNegInt | None = None
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.0
     top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None

@@ -150,7 +150,8 @@ def decide_gates(
     rows = judge(plan, ledger=ledger, measured={}, hash_cache=hash_cache, any_harness=True)
     problems = [
         GateProblem(artifact=job.artifact.id, gate=g.gate.id, kind="missing",
-                    text=f"{job.artifact.id}: {g.gate.label or g.gate.id}: "
+                    text=f"{job.artifact.id}: {g.gate.label or g.gate.id}"
+                         + (f" (seed {g.gate.seed})" if g.seeded else "") + ": "
                          + (f"its content could not be identified ({job.unknown})" if job.unknown else
                             "no result recorded for the current inputs (its eval job failed or did not run)"))
         for job in plan.servers for g in job.pending

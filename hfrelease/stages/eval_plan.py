@@ -42,7 +42,7 @@ def gate_plan_dict(plan: EvalPlan) -> dict[str, Any]:
             # The requests its gates keep in flight together, and where the figure comes from (None: one at a time).
             "in_flight": job.in_flight.as_dict() if job.in_flight is not None else None,
             "gates": [
-                {"gate": g.gate.id, "cached": not g.pending, "input_key": g.input_key or None,
+                {"gate": g.label, "cached": not g.pending, "input_key": g.input_key or None,
                  "command": describe_gate(plan.manifest, g, base_url=_BASE, model=job.artifact.repo, files=files,
                                           num_concurrent=job.num_concurrent(g.gate))}
                 for g in job.gates

@@ -38,15 +38,19 @@ def _when(step: int) -> str:
 
 def gate_record(
     manifest: Manifest, artifact_id: str, gate: Gate, *, accuracy: float, agreement: float, step: int,
-    size: int, n: int | None = None, void_reason: str | None = None,
+    size: int, n: int | None = None, void_reason: str | None = None, run: int | None = None,
 ) -> LedgerRecord:
-    """A gate record whose per-sample scores agree with the reference's on a share `agreement` of docs."""
+    """A gate record whose per-sample scores agree with the reference's on a share `agreement` of docs.
+
+    `run`: the seed of one of a seeded gate's runs (`gate` is then that run: `seed` set), which varies the
+    made-up answers from run to run."""
     artifact = manifest.artifact_by_id(artifact_id)
     n = n or gate.limit or 50
+    tag = "" if run is None else f":seed{run}"
     # Seeded, reproducible noise for made-up scores, not cryptography.
-    ref_rng = random.Random(f"{manifest.family.name}:{gate.id}")  # noqa: S311
+    ref_rng = random.Random(f"{manifest.family.name}:{gate.id}{tag}")  # noqa: S311
     reference = [1.0 if ref_rng.random() < 0.7 else 0.0 for _ in range(n)]
-    rng = random.Random(f"{manifest.family.name}:{gate.id}:{artifact_id}")  # noqa: S311
+    rng = random.Random(f"{manifest.family.name}:{gate.id}:{artifact_id}{tag}")  # noqa: S311
     scores = []
     for ref in reference:
         if rng.random() < agreement:
@@ -56,7 +60,8 @@ def gate_record(
     samples = tuple(Sample(doc_id=str(i), score=s, truncated=False, empty=False) for i, s in enumerate(scores))
     value = sum(scores) / n
     command = build_serve_command(manifest, artifact, model=artifact.repo)
-    key = input_key(artifact=artifact_id, gate=gate.id, family=manifest.family.name)
+    key = input_key(artifact=artifact_id, gate=gate.id, family=manifest.family.name,
+                    **({"seed": run} if run is not None else {}))
     return LedgerRecord(
         kind="gate", family=manifest.family.name, artifact_id=artifact_id, artifact_hash=_sha("weights", artifact_id),
         artifact_files=_files(artifact_id, size), subject_id=gate.id,
@@ -146,15 +151,18 @@ def family_ledger(
     without speculation`.
     """
     from hfrelease.evaluation.plan import gate_artifacts
+    from hfrelease.evaluation.seeds import seed_runs
 
     records: list[LedgerRecord] = []
     step = 0
     for gate in manifest.gate:
         for artifact_id in gate_artifacts(manifest, gate):
             accuracy, agreement = quality[artifact_id]
-            records.append(gate_record(manifest, artifact_id, gate, accuracy=accuracy, agreement=agreement,
-                                       step=step, size=sizes[artifact_id]))
-            step += 1
+            for run in seed_runs(gate):  # one record per seed of a gate with `seeds`
+                records.append(gate_record(manifest, artifact_id, run, accuracy=accuracy, agreement=agreement,
+                                           step=step, size=sizes[artifact_id],
+                                           run=run.seed if gate.seeds is not None else None))
+                step += 1
     if not with_speed:
         return records
     boosts = {"ngram": (1.35, 0.55), "draft": (1.6, 0.8), "eagle3": (1.25, 0.61)}

@@ -115,7 +115,7 @@ def test_judge_pass_fail_void(family: Manifest, tmp_path: Path) -> None:
     ledger.write(_record(fp8_job.gates[0].input_key, "fp8", fp8_job.content.sha256, "arith", bad, status="void",
                          started_at="2026-11-29T14:00:00Z"))
     rows = judge(plan_eval(family, ledger=ledger, hash_cache=None, gates=["arith"]), ledger=ledger,
-                 measured={("fp8", "arith"): ledger.records(artifact_id="fp8")[-1]}, hash_cache=None)
+                 measured={("fp8", "arith", 1234): ledger.records(artifact_id="fp8")[-1]}, hash_cache=None)
     assert rows[1].verdict == "void"
     report = EvalReport(rows=tuple(rows), servers_started=0, requests_sent=0, run_dir=tmp_path)
     assert report.exit_code == ExitCode.MEASUREMENT_FAILED
