@@ -48,6 +48,7 @@ def build_context(
         "matrix": view.matrix(artifact),
         "speed": view.speed(artifact),
         "load": view.load(artifact),
+        "sweep": view.sweep(artifact),
         "acceptance": view.acceptance(artifact),
         "serving": serving_context(manifest, measured, artifact),
         "download": code_block(download_command(artifact), language="bash"),
@@ -420,10 +421,12 @@ class _View:
 
     # -- speed -----------------------------------------------------------------------------------------------
     def _point_id(self, p: SpeedPoint) -> str:
-        return f"speed.{p.workload.id}.{p.artifact_id}.{p.speculative}.c{p.concurrency}"
+        sweep = f".in{p.input_len}" if p.input_len else ""
+        return f"speed.{p.workload.id}.{p.artifact_id}.{p.speculative}.c{p.concurrency}{sweep}"
 
     def _point_label(self, p: SpeedPoint) -> str:
-        return f"{p.workload.id} on {p.artifact_id}, {p.speculative}, concurrency {p.concurrency}"
+        sweep = f", input {p.input_len} tokens" if p.input_len else ""
+        return f"{p.workload.id} on {p.artifact_id}, {p.speculative}, concurrency {p.concurrency}{sweep}"
 
     def metric(self, p: SpeedPoint, name: str, places: int, label: str) -> Markdown | None:
         if name not in p.metrics:
@@ -485,7 +488,8 @@ class _View:
         to the fastest over the slowest, "2.14x (1.71-2.22)" with the multiplication sign and an en dash."""
         if p.speedup is None or p.baseline is None:
             return None
-        label = f"speedup of {p.speculative} over none, {p.workload.id} on {p.artifact_id}, concurrency {p.concurrency}"
+        label = (f"speedup of {p.speculative} over none, {p.workload.id} on {p.artifact_id}, "
+                 f"concurrency {p.concurrency}" + (f", input {p.input_len} tokens" if p.input_len else ""))
         value = self.numbers.add(f"{self._point_id(p)}.speedup", label, fixed(p.speedup, 2), p.records)
         mine, base = self._spread(p, "output_throughput"), self._spread(p.baseline, "output_throughput")
         if mine is None or base is None or base[0] <= 0:
@@ -543,14 +547,60 @@ class _View:
                          "itl_p90": self.latency(p, "itl_p90_ms", 2, "ITL p90 ms"),
                          "ttft": self.latency(p, "ttft_median_ms", 1, "TTFT median ms"),
                          "ttft_p90": self.latency(p, "ttft_p90_ms", 1, "TTFT p90 ms"),
-                         "failed": self.failed(p)}
+                         "failed": self.failed(p),
+                         "acceptance": self.metric(p, "spec_acceptance_rate", 2, "acceptance rate")}
                         for p in sorted(series, key=lambda p: p.concurrency)]
                 tables.append({
                     "workload": escape_markdown(workload.label or workload.id), "config": code_span(spec),
-                    "artifact": escape_markdown(artifact_id), "rows": rows,
+                    "artifact": escape_markdown(artifact_id), "rows": rows, "speculates": spec != NONE,
+                    "held": self._held(series) if spec != NONE else None,
                     "bunched": any(r["itl"] == "n/a (bunched)" or r["itl_p90"] == "n/a (bunched)" for r in rows),
                 })
         return {"measured": bool(tables), "tables": tables}
+
+    def sweep(self, artifact: Artifact) -> Context:
+        """The context-length sweeps (`input_lens`) measured on this artifact (or, on a draft's card, served
+        with it): per workload and config, one row per input length."""
+        tables = []
+        for workload in self.manifest.workload:
+            points = [p for p in self.measured.sweep.values() if p.workload.id == workload.id
+                      and (p.entry.record.draft_artifact_id == artifact.id if artifact.kind == "draft"
+                           else p.artifact_id == artifact.id) and self._shown_point(p)]
+            by_config: dict[tuple[str, str], list[SpeedPoint]] = {}
+            for p in points:
+                by_config.setdefault((p.artifact_id, p.speculative), []).append(p)
+            # No speculation first, the baseline the others' speedups are over.
+            for (artifact_id, spec), series in sorted(by_config.items(), key=lambda kv: (kv[0][0], kv[0][1] != NONE,
+                                                                                       kv[0][1])):
+                rows = [{"input_len": Markdown(str(p.input_len)), "tps": self.tps(p),
+                         "ttft": self.latency(p, "ttft_median_ms", 1, "TTFT median ms"),
+                         "tpot": self.latency(p, "tpot_median_ms", 2, "TPOT median ms"),
+                         "acceptance": self.metric(p, "spec_acceptance_rate", 2, "acceptance rate"),
+                         "speedup": self.speedup(p)}
+                        for p in sorted(series, key=lambda p: p.input_len or 0)]
+                tables.append({"workload": escape_markdown(workload.label or workload.id), "config": code_span(spec),
+                               "artifact": escape_markdown(artifact_id), "rows": rows, "speculates": spec != NONE,
+                               "output_len": workload.output_len, "sampling": escape_markdown(_sampling(workload))})
+        return {"measured": bool(tables), "tables": tables}
+
+    def _held(self, series: list[SpeedPoint]) -> Markdown | None:
+        """Acceptance over a whole load sweep, from every point's /metrics counter deltas: "154k accepted of
+        354k drafted tokens (0.44)", as the seeds state it."""
+        counted = [p for p in series if "spec_accepted_tokens" in p.metrics and "spec_draft_tokens" in p.metrics]
+        if not counted:
+            return None
+        accepted = sum(p.metrics["spec_accepted_tokens"] for p in counted)
+        drafted = sum(p.metrics["spec_draft_tokens"] for p in counted)
+        if drafted <= 0:
+            return None
+        first = counted[0]
+        base = f"speed.{first.artifact_id}.{first.workload.id}.{first.speculative}.held"
+        what = f"{first.workload.id} on {first.artifact_id}, {first.speculative}, over the load sweep"
+        entries = [p.entry for p in counted]
+        parts = [self.numbers.add(f"{base}.accepted", f"accepted draft tokens, {what}", _count(accepted), entries),
+                 self.numbers.add(f"{base}.drafted", f"drafted tokens, {what}", _count(drafted), entries),
+                 self.numbers.add(f"{base}.rate", f"acceptance rate, {what}", fixed(accepted / drafted, 2), entries)]
+        return Markdown(f"{parts[0]} accepted of {parts[1]} drafted tokens ({parts[2]})")
 
     def acceptance(self, artifact: Artifact) -> Context:
         if artifact.kind == "draft":
@@ -817,13 +867,29 @@ def _provenance(manifest: Manifest, measured: FamilyMeasurements, artifact: Arti
         dates = sorted(p.entry.record.started_at[:10] for p in points)
         text = (f"**{escape_markdown(workload.label or workload.id)}**: prompts {code_span(workload.prompts)}, "
                 + escape_markdown(f"output {'exactly ' if workload.ignore_eos else 'up to '}{workload.output_len} "
-                                  f"tokens, thinking {'on' if workload.thinking else 'off'}, {workload.repeats} "
+                                  f"tokens, thinking {'on' if workload.thinking else 'off'}, {_sampling(workload)}, "
+                                  f"{workload.repeats} "
                                   f"repeats, concurrency {', '.join(map(str, workload.concurrency))}, configs "
                                   f"{', '.join(workload.speculative)}; measured {_dates(dates)}"))
         workloads.append(Markdown(text))
         machines += [(_hardware(p.entry.record.hardware), _versions(p.entry.record.versions)) for p in points]
     environments = [escape_markdown(f"{hardware}; {versions}") for hardware, versions in dict.fromkeys(machines)]
     return {"gates": gates, "workloads": workloads, "environments": environments}
+
+
+def _count(value: float) -> str:
+    """A token count as the seeds write it: 354k, 1.2M, or the number itself below 10,000."""
+    if value >= 1e6:
+        return f"{value / 1e6:.1f}M"
+    if value >= 1e4:
+        return f"{value / 1e3:.0f}k"
+    return f"{value:.0f}"
+
+
+def _sampling(workload: Workload) -> str:
+    if not workload.temperature:
+        return "greedy"
+    return f"temperature {workload.temperature:g}" + (f", top-p {workload.top_p:g}" if workload.top_p else "")
 
 
 def _seeds(gate: Gate) -> str:

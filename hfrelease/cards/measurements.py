@@ -78,6 +78,7 @@ class SpeedPoint:
     entry: RecordEntry
     metrics: Mapping[str, float]
     baseline: SpeedPoint | None = None  # the same point served without speculation
+    input_len: int | None = None  # a context sweep's point ("speed-sweep" record), at concurrency 1
 
     @property
     def throughput(self) -> float:
@@ -107,6 +108,8 @@ class FamilyMeasurements:
     gates: Mapping[tuple[str, str], GateResult]
     speed: Mapping[tuple[str, str, str, int], SpeedPoint]
     sizes: Mapping[str, tuple[int, RecordEntry]] = field(default_factory=dict)  # weight bytes and their record
+    # Context sweeps' points ("speed-sweep" records) per (artifact, workload, config, input length)
+    sweep: Mapping[tuple[str, str, str, int], SpeedPoint] = field(default_factory=dict)
     # "speed-best" records per (artifact, workload), newest first: the best configs as `hfrelease eval` chose
     recorded_best: Mapping[tuple[str, str], tuple[RecordEntry, ...]] = field(default_factory=dict)
 
@@ -154,7 +157,7 @@ def measure_family(inputs: CardInputs) -> FamilyMeasurements:
     for entry in sorted(usable, key=lambda e: (when(e), e.name), reverse=True):
         if entry.record.kind == "speed-best" and entry.record.status == "ok":
             recorded_best.setdefault((entry.record.artifact_id, entry.record.subject_id), []).append(entry)
-    return FamilyMeasurements(gates=gates, speed=speed, sizes=sizes,
+    return FamilyMeasurements(gates=gates, speed=speed, sizes=sizes, sweep=_sweep_points(manifest, usable),
                               recorded_best={k: tuple(v) for k, v in recorded_best.items()})
 
 
@@ -280,6 +283,33 @@ def _speed_points(manifest: Manifest, usable: list[RecordEntry]) -> dict[tuple[s
         points[key] = SpeedPoint(artifact_id=key[0], workload=workloads[key[1]], speculative=key[2],
                                  concurrency=key[3], entry=entry,
                                  metrics={k: m.value for k, m in entry.record.metrics.items()})
+    for key, point in list(points.items()):
+        baseline = points.get((key[0], key[1], NONE, key[3]))
+        if point.speculative != NONE and baseline is not None:
+            points[key] = SpeedPoint(**{**point.__dict__, "baseline": baseline})
+    return points
+
+
+def _sweep_points(manifest: Manifest, usable: list[RecordEntry]) -> dict[tuple[str, str, str, int], SpeedPoint]:
+    """The newest ok "speed-sweep" record per (artifact, workload, config, input length), each with the point
+    of the same length served without speculation as its baseline."""
+    workloads = {w.id: w for w in manifest.workload}
+    grouped: dict[tuple[str, str, str, int], list[RecordEntry]] = {}
+    for entry in usable:
+        record = entry.record
+        length = record.extra.get("input_len")
+        if (record.kind != "speed-sweep" or record.status != "ok" or record.subject_id not in workloads
+                or isinstance(length, bool) or not isinstance(length, int)
+                or "output_throughput" not in record.metrics):
+            continue
+        spec, _ = _speed_key(entry)
+        grouped.setdefault((record.artifact_id, record.subject_id, spec, length), []).append(entry)
+    points: dict[tuple[str, str, str, int], SpeedPoint] = {}
+    for key, entries in sorted(grouped.items()):
+        entry = _newest(entries)
+        points[key] = SpeedPoint(artifact_id=key[0], workload=workloads[key[1]], speculative=key[2], concurrency=1,
+                                 entry=entry, metrics={k: m.value for k, m in entry.record.metrics.items()},
+                                 input_len=key[3])
     for key, point in list(points.items()):
         baseline = points.get((key[0], key[1], NONE, key[3]))
         if point.speculative != NONE and baseline is not None:

