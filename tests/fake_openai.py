@@ -26,6 +26,7 @@ class FakeOpenAI:
         self.delay = delay  # seconds each answer takes (counters move meanwhile)
         self.answered = 0
         self.prompts: list[str] = []  # every chat prompt answered, in order
+        self.payloads: list[dict[str, Any]] = []  # every request body received, in order
         self.counter = 0.0  # vllm:generation_tokens_total
         self.in_flight = 0
         self._lock = threading.Lock()
@@ -57,6 +58,7 @@ class FakeOpenAI:
         messages = payload.get("messages") or []
         prompt = str(messages[-1].get("content", "")) if messages else ""
         with self._lock:
+            self.payloads.append(payload)
             stalled = self.answer_limit is not None and self.answered >= self.answer_limit
             self.in_flight += 1
         try:
