@@ -49,6 +49,7 @@ def build_context(
         "speed": view.speed(artifact),
         "load": view.load(artifact),
         "sweep": view.sweep(artifact),
+        "pairings": view.pairings(artifact),
         "acceptance": view.acceptance(artifact),
         "serving": serving_context(manifest, measured, artifact),
         "download": code_block(download_command(artifact), language="bash"),
@@ -582,6 +583,45 @@ class _View:
                                "artifact": escape_markdown(artifact_id), "rows": rows, "speculates": spec != NONE,
                                "output_len": workload.output_len, "sampling": escape_markdown(_sampling(workload))})
         return {"measured": bool(tables), "tables": tables}
+
+    def pairings(self, artifact: Artifact) -> Context:
+        """The draft x target matrix (`Draft.matrix`): on a draft's card, its batch-1 points on every target it
+        was measured against, per workload, with a recommendation; on a target's card, the matrix drafts
+        measured against it, linked to their cards."""
+        if artifact.draft is None:
+            drafts = [d for d in self.manifest.artifact if d.draft is not None and d.draft.matrix and self.shown(d)
+                      and d.draft.target != artifact.id and self.measured.points(artifact_id=artifact.id,
+                                                                                 draft_id=d.id)]
+            return {"draft": False, "measured": False,
+                    "links": Markdown(", ".join(self.name(d) for d in drafts)) if drafts else None}
+        if not artifact.draft.matrix:
+            return {"draft": True, "measured": False, "links": None}
+        tables = []
+        for workload in self.manifest.workload:
+            points = [p for p in self.measured.points(workload_id=workload.id, draft_id=artifact.id)
+                      if p.concurrency == min(workload.concurrency) and self.shown(
+                          self.manifest.artifact_by_id(p.artifact_id))]
+            if not points:
+                continue
+            order = {a.id: i for i, a in enumerate(self.manifest.artifact)}
+            points.sort(key=lambda p: (order[p.artifact_id], p.speculative))
+            paying = [p for p in points if p.speedup is not None and p.speedup > 1.0]
+            best = max(paying, key=lambda p: p.speedup or 0.0, default=None)
+            rows = [{"target": self.name(self.manifest.artifact_by_id(p.artifact_id), short=True),
+                     "config": code_span(p.speculative),
+                     "mal": self.metric(p, "spec_mean_acceptance_length", 2, "mean acceptance length"),
+                     "positions": Markdown(" / ".join(
+                         self.numbers.add(f"{self._point_id(p)}.pos{i}", f"acceptance at draft position {i}, "
+                                          f"{p.workload.id} on {p.artifact_id}, {p.speculative}", fixed(v, 2),
+                                          [p.entry]) for i, v in p.positions()) or "n/a"),
+                     "speedup": self.speedup(p),
+                     "pairing": Markdown("**recommended**" if p is best else "pays" if p in paying else
+                                         "no speedup measured" if p.speedup is None else "slower than none")}
+                    for p in points]
+            tables.append({"workload": escape_markdown(workload.label or workload.id),
+                           "concurrency": min(workload.concurrency), "rows": rows})
+        return {"draft": True, "measured": bool(tables), "tables": tables, "links": None,
+                "trained": escape_markdown(artifact.draft.target)}
 
     def _held(self, series: list[SpeedPoint]) -> Markdown | None:
         """Acceptance over a whole load sweep, from every point's /metrics counter deltas: "154k accepted of

@@ -252,6 +252,11 @@ class Draft(Table):
     # Mean acceptance length: tokens per verify step, 1 + accepted / drafts (1 = every draft rejected).
     min_acceptance_length: Annotated[float, Field(ge=1.0)] | None = None
     min_speedup: Annotated[float, Field(gt=0.0)] | None = None  # batch-1 output tok/s over no speculation
+    # The draft x target matrix: measure the draft against every artifact it is compatible with as a target
+    # (same tokenizer files and vocabulary size as its trained target, checked on the files:
+    # `hfrelease.speed.matrix`), on every workload that serves it, each beside that target without
+    # speculation; its card shows the matrix and recommends pairings. Off: its trained target only.
+    matrix: bool = False
 
 
 # variant: another checkpoint of the reference model that is neither a quant nor a draft (a fine-tune,

@@ -157,8 +157,10 @@ def judge_draft(manifest: Manifest, draft_id: str, *, ledger: Ledger, hash_cache
     rows: list[SpeedRow] = []
     for job in plan.servers:
         for point in job.points:
-            if point.input_len:
-                continue  # a context sweep's point: the draft gates judge the workload's own points
+            if point.input_len or (draft.draft is not None and job.artifact.id != draft.draft.target):
+                # A context sweep's point, or a draft x target matrix point on another target: the draft gates
+                # judge the workload's own points on the trained target.
+                continue
             record = find_point_record(job, point, ledger=ledger)
             where = f"{point.workload.id} c{point.concurrency} [{job.spec_id}] on {job.artifact.id}"
             if record is None:

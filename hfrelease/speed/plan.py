@@ -145,6 +145,31 @@ def _set_fields(workload: Workload) -> set[str]:
         {"top_p"} if workload.top_p is not None else set())
 
 
+def _matrix_points(
+    manifest: Manifest, workload: Workload, selected: Sequence[str],
+    content_of: Callable[[Artifact], tuple[Path | None, ContentHash | None]],
+) -> list[tuple[str, str]]:
+    """The (artifact, config) servers the draft x target matrix adds to `workload`: each config of a draft with
+    `matrix = true` that the workload serves with the draft's trained target, on every other compatible
+    artifact (`hfrelease.speed.matrix`), beside that artifact without speculation when the workload has it."""
+    from hfrelease.speed.matrix import matrix_targets
+
+    listed = workload_artifacts(manifest, workload)
+    added: list[tuple[str, str]] = []
+    for spec_id in workload.speculative:
+        spec = _speculative(manifest, spec_id)
+        draft = manifest.artifact_by_id(spec.draft) if spec and spec.draft else None
+        if draft is None or draft.draft is None or not draft.draft.matrix or draft.draft.target not in listed:
+            continue
+        directories = {a.id: content_of(a)[0] for a in manifest.artifact if a.kind != "draft" or a.id == draft.id}
+        for target in matrix_targets(manifest, draft, directories).compatible:
+            if target in listed or (selected and target not in selected and draft.id not in selected):
+                continue
+            added += [(target, NONE)] if NONE in workload.speculative else []
+            added.append((target, spec_id))
+    return list(dict.fromkeys(added))
+
+
 def _speculative(manifest: Manifest, spec_id: str) -> Speculative | None:
     if spec_id == NONE:
         return None
@@ -171,6 +196,23 @@ def plan_speed(
 
     select(manifest, artifacts=artifacts, workloads=workloads)
     vllm_version = versions().get("vllm")
+    contents: dict[str, tuple[Path | None, ContentHash | None]] = {}
+    unknown: dict[str, str] = {}
+
+    def content_of(artifact: Artifact) -> tuple[Path | None, ContentHash | None]:
+        if artifact.id not in contents:
+            # A Hub source is hashed through the cache's links when downloaded, else identified from the
+            # Hub (hfrelease.sources); when the Hub cannot say (offline dry run) its points stay unkeyed.
+            try:
+                contents[artifact.id] = artifact_content(manifest, artifact, download=download, cache=hash_cache,
+                                                         hasher=hasher)
+            except ArtifactError as exc:
+                if download or artifact.source.hub is None:
+                    raise
+                contents[artifact.id] = (None, None)
+                unknown[artifact.id] = exc.message
+        return contents[artifact.id]
+
     # (artifact id, spec id) -> [(workload, concurrency)], in manifest order: servers start in the order
     # their first workload appears, "none" before the configs it is compared with.
     wanted: dict[tuple[str, str], list[tuple[Workload, int, int | None]]] = {}
@@ -196,22 +238,11 @@ def plan_speed(
         for artifact_id in quant_companions(manifest, workload):
             if not artifacts or artifact_id in artifacts:
                 wanted.setdefault((artifact_id, NONE), []).append((workload, min(workload.concurrency), None))
-    contents: dict[str, tuple[Path | None, ContentHash | None]] = {}
-    unknown: dict[str, str] = {}
-
-    def content_of(artifact: Artifact) -> tuple[Path | None, ContentHash | None]:
-        if artifact.id not in contents:
-            # A Hub source is hashed through the cache's links when downloaded, else identified from the
-            # Hub (hfrelease.sources); when the Hub cannot say (offline dry run) its points stay unkeyed.
-            try:
-                contents[artifact.id] = artifact_content(manifest, artifact, download=download, cache=hash_cache,
-                                                         hasher=hasher)
-            except ArtifactError as exc:
-                if download or artifact.source.hub is None:
-                    raise
-                contents[artifact.id] = (None, None)
-                unknown[artifact.id] = exc.message
-        return contents[artifact.id]
+        # The draft x target matrix compares targets at the workload's lowest concurrency (batch-1 where it has it).
+        for artifact_id, spec_id in _matrix_points(manifest, workload, artifacts, content_of):
+            wanted.setdefault((artifact_id, spec_id), []).append((workload, min(workload.concurrency), None))
+    # A point wanted twice (a matrix target that another rule measures too) is measured once.
+    wanted = {key: list({(w.id, c, n): (w, c, n) for w, c, n in items}.values()) for key, items in wanted.items()}
 
     prompt_hashes: dict[str, tuple[str, int]] = {}
     servers: list[SpeedServerJob] = []

@@ -109,6 +109,8 @@ def draft_checks(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[DraftChec
         if draft.draft is None:
             continue
         spec = draft.draft
+        if spec.matrix and row.artifact_id != spec.target:
+            continue  # a draft x target matrix point: reported on the draft's card, not a gate of the draft
         base = {"draft_id": draft.id, "artifact_id": row.artifact_id, "workload_id": row.workload_id,
                 "speculative": row.speculative}
         on_target = row.artifact_id == spec.target

@@ -170,6 +170,7 @@ def family_ledger(
     boosts = {"ngram": (1.35, 0.55), "draft": (1.6, 0.8), "eagle3": (1.25, 0.61)}
     for workload in manifest.workload:
         targets = workload.artifacts or [a.id for a in manifest.artifact if a.kind != "draft"]
+        records += _matrix_records(manifest, workload, targets, speed=speed, sizes=sizes, step=10_000 + step)
         for artifact_id in targets:
             for spec in workload.speculative:
                 for concurrency in workload.concurrency:
@@ -187,4 +188,25 @@ def family_ledger(
                         throughput=speed[artifact_id] * boost / (1 + length / 32768), step=step,
                         size=sizes[artifact_id], acceptance=acceptance))
                     step += 1
+    return records
+
+
+def _matrix_records(manifest: Manifest, workload: Workload, targets: list[str], *, speed: Mapping[str, float],
+                    sizes: Mapping[str, int], step: int) -> list[LedgerRecord]:
+    """The draft x target matrix's points: a `matrix = true` draft's configs on every other non-draft artifact
+    (taken as compatible: the synthetic family has no files), with and without speculation, at the
+    workload's lowest concurrency; acceptance a little lower the further the target is from the trained one."""
+    records: list[LedgerRecord] = []
+    concurrency = min(workload.concurrency)
+    for spec in manifest.speculative:
+        draft = manifest.artifact_by_id(spec.draft) if spec.draft else None
+        if (draft is None or draft.draft is None or not draft.draft.matrix or spec.id not in workload.speculative
+                or draft.draft.target not in targets):
+            continue
+        for index, artifact in enumerate(a for a in manifest.artifact if a.kind != "draft" and a.id not in targets):
+            for config, boost, acceptance in (("none", 1.0, None), (spec.id, 1.2 - 0.05 * index, 0.58 - 0.03 * index)):
+                records.append(speed_record(manifest, artifact.id, workload, config, concurrency,
+                                            throughput=speed[artifact.id] * boost, step=step, size=sizes[artifact.id],
+                                            acceptance=acceptance))
+                step += 1
     return records

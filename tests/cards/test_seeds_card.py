@@ -47,8 +47,9 @@ def test_load_sweep_shows_acceptance_at_every_point(nanbeige: CardInputs) -> Non
 
 
 def nanbeige_points(inputs: CardInputs, workload: str) -> list[RecordEntry]:
-    """The speed records of one workload in the synthetic flagship ledger."""
-    return [e for e in inputs.records if e.record.kind == "speed" and e.record.subject_id == workload]
+    """The speed records of one workload's eagle3 config on fp8-dynamic in the synthetic flagship ledger."""
+    return [e for e in inputs.records if e.record.kind == "speed" and e.record.subject_id == workload
+            and e.record.artifact_id == "fp8-dynamic" and e.record.extra["speculative"] == "eagle3"]
 
 
 def test_context_sweep_table(nanbeige: CardInputs) -> None:
@@ -64,3 +65,24 @@ def test_context_sweep_table(nanbeige: CardInputs) -> None:
     numbers = {row.id for row in card.numbers}
     assert "speed.reasoning.fp8-dynamic.eagle3.c1.in4096.speedup" in numbers
     assert any(n.startswith("speed.reasoning.fp8-dynamic.none.c1.in16384.") for n in numbers)
+
+
+def test_draft_card_shows_the_matrix_and_targets_link_it(nanbeige: CardInputs) -> None:
+    """The flagship's EAGLE-3 head (`matrix = true`) shows every target per workload, one recommended pairing
+    each (the largest speedup); a target it was measured against links the draft's card."""
+    family = render_family(nanbeige, plots=False)
+    card = family.card("eagle3").readme
+    matrix = card[card.index("## Draft \u00d7 target matrix"):]
+    tables = matrix.split("### ")[1:4]
+    assert [t.splitlines()[0] for t in tables] == ["Reasoning (thinking on), concurrency 1",
+                                                   "Long-document summarization, concurrency 1",
+                                                   "Real articles under load, concurrency 1"]
+    for table in tables:
+        rows = [line for line in table.splitlines() if line.startswith("| [")]
+        assert len(rows) == 4 and sum("**recommended**" in line for line in rows) == 1
+    load = [line for line in tables[2].splitlines() if line.startswith("| [")]
+    assert "**recommended**" in load[0] and "no speedup measured" in load[1]  # bf16 1.20x; fp8 has no c1 baseline
+    link = ("Speculative drafts measured against this artifact (their cards' draft \u00d7 target matrix): "
+            "[Nanbeige4.2-3B-EAGLE3]")
+    assert link in family.card("nvfp4a16").readme
+    assert link not in family.card("fp8-dynamic").readme  # its trained target: the draft's card is about it anyway
