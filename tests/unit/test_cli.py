@@ -158,10 +158,12 @@ def test_eval_dry_run_of_the_flagship_without_a_gpu(repo_root: Path, cli: CliRun
     fp8 = plan["servers"][1]
     assert fp8["serve"].startswith("VLLM_ATTENTION_BACKEND=TRITON_ATTN vllm serve NullSense/Nanbeige4.2-3B-FP8-Dynamic")
     assert "--reasoning-parser qwen3" in fp8["serve"] and "--kv-cache-dtype fp8" in fp8["serve"]
-    gsm8k = next(g for g in fp8["gates"] if g["gate"] == "gsm8k")
+    # GSM8K and GPQA run under three seeds each: one command per seed, carrying it.
+    gsm8k = next(g for g in fp8["gates"] if g["gate"] == "gsm8k (seed 1235)")
     assert gsm8k["command"].startswith("lm_eval --model local-chat-completions")
     assert '"enable_thinking":true' in gsm8k["command"] and "--limit 100" in gsm8k["command"]
-    assert plan["pending"] == 20
+    assert "--seed 1235" in gsm8k["command"] and '"seed":1235' in gsm8k["command"]
+    assert plan["pending"] == 4 * (3 + 3 + 3)
 
 
 def test_eval_speed_dry_run_marks_the_shared_gate_servers(repo_root: Path, cli: CliRun) -> None:
