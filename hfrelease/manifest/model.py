@@ -255,8 +255,9 @@ class Draft(Table):
     # The draft x target matrix: measure the draft against every artifact it is compatible with as a target
     # (same tokenizer files and vocabulary size as its trained target, checked on the files:
     # `hfrelease.speed.matrix`), on every workload that serves it, each beside that target without
-    # speculation; its card shows the matrix and recommends pairings. Off: its trained target only.
-    matrix: bool = False
+    # speculation; its card shows the matrix and recommends pairings. A list names the targets to measure
+    # (each still checked: an incompatible one is left out); false: its trained target only.
+    matrix: bool | list[Slug] = False
 
 
 # variant: another checkpoint of the reference model that is neither a quant nor a draft (a fine-tune,

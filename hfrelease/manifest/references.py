@@ -120,6 +120,14 @@ def _artifact_references(data: Mapping[str, Any]) -> list[ConfigProblem]:
                 )
             elif target == item.get("id"):
                 problems.append(ConfigProblem(location=where, message="a draft cannot target itself"))
+        matrix = draft.get("matrix") if isinstance(draft, Mapping) else None
+        for position, name in enumerate(matrix if isinstance(matrix, list) else []):
+            # The draft x target matrix's named targets: artifacts that can serve a draft (not drafts).
+            where = f"artifact[{index}].draft.matrix[{position}]"
+            if isinstance(name, str) and name not in artifacts:
+                problems.append(_unknown_id(where, "artifact", name, artifact_ids))
+            elif isinstance(name, str) and artifacts[name].get("kind") == "draft":
+                problems.append(ConfigProblem(location=where, message=f"{name!r} is a draft, not a target"))
     return problems
 
 

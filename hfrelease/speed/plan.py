@@ -162,8 +162,10 @@ def _matrix_points(
         if draft is None or draft.draft is None or not draft.draft.matrix or draft.draft.target not in listed:
             continue
         directories = {a.id: content_of(a)[0] for a in manifest.artifact if a.kind != "draft" or a.id == draft.id}
+        named = draft.draft.matrix if isinstance(draft.draft.matrix, list) else None
         for target in matrix_targets(manifest, draft, directories).compatible:
-            if target in listed or (selected and target not in selected and draft.id not in selected):
+            if target in listed or (named is not None and target not in named) or (
+                    selected and target not in selected and draft.id not in selected):
                 continue
             added += [(target, NONE)] if NONE in workload.speculative else []
             added.append((target, spec_id))

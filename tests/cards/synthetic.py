@@ -203,7 +203,9 @@ def _matrix_records(manifest: Manifest, workload: Workload, targets: list[str], 
         if (draft is None or draft.draft is None or not draft.draft.matrix or spec.id not in workload.speculative
                 or draft.draft.target not in targets):
             continue
-        for index, artifact in enumerate(a for a in manifest.artifact if a.kind != "draft" and a.id not in targets):
+        named = draft.draft.matrix if isinstance(draft.draft.matrix, list) else None
+        for index, artifact in enumerate(a for a in manifest.artifact if a.kind != "draft" and a.id not in targets
+                                         and (named is None or a.id in named)):
             for config, boost, acceptance in (("none", 1.0, None), (spec.id, 1.2 - 0.05 * index, 0.58 - 0.03 * index)):
                 records.append(speed_record(manifest, artifact.id, workload, config, concurrency,
                                             throughput=speed[artifact.id] * boost, step=step, size=sizes[artifact.id],

@@ -98,3 +98,22 @@ def test_matrix_points_are_not_draft_gates(matrix_family: Manifest) -> None:
 
     checks = draft_checks(matrix_family, [row("fp8", 0.7), row("ref", 0.01)])
     assert {c.artifact_id for c in checks} == {"fp8"} and all(c.verdict == "pass" for c in checks)
+
+
+def test_a_list_names_the_targets_and_each_is_still_checked(matrix_family: Manifest) -> None:
+    """matrix = [...] measures only the named compatible targets; naming an unknown artifact or a draft is a
+    manifest error at its key."""
+    from hfrelease.errors import ConfigError
+
+    path = matrix_family.root / "release.toml"
+    path.write_text(path.read_text().replace("matrix = true", 'matrix = ["fp8"]'))
+    assert _servers(load_manifest(matrix_family.root)) == {"fp8 [none]": ["chat c1", "chat c2"],
+                                                          "fp8 [draft]": ["chat c1", "chat c2"]}
+    path.write_text(path.read_text().replace('matrix = ["fp8"]', 'matrix = ["ref", "rf", "draft"]'))
+    with pytest.raises(ConfigError) as info:
+        load_manifest(matrix_family.root)
+    problems = {p.location: p.message for p in info.value.problems}
+    assert "no artifact with id 'rf'" in problems["artifact[2].draft.matrix[1]"]
+    assert "is a draft" in problems["artifact[2].draft.matrix[2]"]
+    path.write_text(path.read_text().replace('matrix = ["ref", "rf", "draft"]', 'matrix = ["ref"]'))
+    assert "ref [draft]" in _servers(load_manifest(matrix_family.root))
