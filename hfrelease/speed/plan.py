@@ -161,7 +161,8 @@ def _matrix_points(
         draft = manifest.artifact_by_id(spec.draft) if spec and spec.draft else None
         if draft is None or draft.draft is None or not draft.draft.matrix or draft.draft.target not in listed:
             continue
-        directories = {a.id: content_of(a)[0] for a in manifest.artifact if a.kind != "draft" or a.id == draft.id}
+        directories = {a.id: _local_files(a, content_of(a)[0]) for a in manifest.artifact
+                       if a.kind != "draft" or a.id == draft.id}
         named = draft.draft.matrix if isinstance(draft.draft.matrix, list) else None
         for target in matrix_targets(manifest, draft, directories).compatible:
             if target in listed or (named is not None and target not in named) or (
@@ -170,6 +171,17 @@ def _matrix_points(
             added += [(target, NONE)] if NONE in workload.speculative else []
             added.append((target, spec_id))
     return list(dict.fromkeys(added))
+
+
+def _local_files(artifact: Artifact, model_dir: Path | None) -> Path | None:
+    """An artifact's files on this machine: its directory, or a Hub source's pinned snapshot when the Hub cache
+    already holds it (a dry run downloads nothing, yet plans what the run will: the run downloads there)."""
+    if model_dir is not None or artifact.source.hub is None:
+        return model_dir
+    from hfrelease.evaluation.plan import ModelFiles
+
+    cached = Path(ModelFiles(name=artifact.source.hub, revision=artifact.source.revision).local_dir)
+    return cached if cached.is_dir() else None
 
 
 def _speculative(manifest: Manifest, spec_id: str) -> Speculative | None:

@@ -65,6 +65,7 @@ def speed_plan_dict(plan: SpeedPlan, gate_servers: frozenset[str] = frozenset())
         for point in job.points:
             steps = point_steps(plan, job, point, base_url=_BASE, run_dir=Path("<run dir>"))
             points.append({"workload": point.workload.id, "concurrency": point.concurrency,
+                           "input_len": point.input_len,
                            "repeats": point.workload.repeats, "warmups": point.workload.warmups,
                            "cached": not point.pending, "input_key": point.input_key or None,
                            "commands": [bench.display(step.argv) for step in steps]})
