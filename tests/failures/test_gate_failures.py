@@ -109,7 +109,7 @@ def test_a_started_server_whose_process_lives_is_judged_by_its_health(
 
     monkeypatch.setattr(runner, "_measure", measure)
     gate = SimpleNamespace(id="g", request_timeout=60.0, is_fidelity=False)
-    job = SimpleNamespace(pending=[SimpleNamespace(gate=gate)], artifact=SimpleNamespace(id="a", repo="o/m"),
+    job = SimpleNamespace(pending=[SimpleNamespace(gate=gate, label="g")], artifact=SimpleNamespace(id="a", repo="o/m"),
                           model_dir=tmp_path)
     with pytest.raises(expected) as caught:
         runner._run_gates(SimpleNamespace(), job, fake.url, server, None,  # type: ignore[arg-type]

@@ -105,7 +105,7 @@ def test_gate_run_reports_engine_death_when_the_client_error_wins_the_race(
 
     monkeypatch.setattr(runner, "_measure", measure)
     gate = SimpleNamespace(id="g", request_timeout=60.0, is_fidelity=False)
-    job = SimpleNamespace(pending=[SimpleNamespace(gate=gate)], artifact=SimpleNamespace(id="a", repo="o/m"),
+    job = SimpleNamespace(pending=[SimpleNamespace(gate=gate, label="g")], artifact=SimpleNamespace(id="a", repo="o/m"),
                           model_dir=tmp_path)
     with pytest.raises(ServerDiedError) as caught:
         runner._run_gates(SimpleNamespace(), job, "http://127.0.0.1:1", server, None,  # type: ignore[arg-type]
@@ -115,7 +115,7 @@ def test_gate_run_reports_engine_death_when_the_client_error_wins_the_race(
 
 def _run_one_gate(tmp_path: Path, server: VllmServer) -> None:
     gate = SimpleNamespace(id="g", request_timeout=60.0, is_fidelity=False)
-    job = SimpleNamespace(pending=[SimpleNamespace(gate=gate)], artifact=SimpleNamespace(id="a", repo="o/m"),
+    job = SimpleNamespace(pending=[SimpleNamespace(gate=gate, label="g")], artifact=SimpleNamespace(id="a", repo="o/m"),
                           model_dir=tmp_path)
     runner._run_gates(SimpleNamespace(), job, "http://127.0.0.1:1", server, None,  # type: ignore[arg-type]
                       ledger=None, events=runner.NullEvents(), measured={}, log_dir=tmp_path)  # type: ignore[arg-type]
