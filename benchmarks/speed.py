@@ -62,7 +62,7 @@ def serve_vendor_hub(tmp: Path, family: Path) -> None:
     """The reference is a vendor repo on the demo's built-in Hub: a copy of it served, the family pinned to it."""
     from huggingface_hub import constants
 
-    from hfrelease.demo.vendor import HUB_DIR, pin_manifest, read_pins
+    from hfrelease.demo.vendor import HUB_DIR, read_pins
     from hfrelease.hub import serve
 
     shutil.copytree(ROOT / "build" / "demo" / HUB_DIR, tmp / "hub")
@@ -70,7 +70,15 @@ def serve_vendor_hub(tmp: Path, family: Path) -> None:
     os.environ.update(HF_ENDPOINT=hub.url, HF_HUB_CACHE=str(tmp / "hf-cache"))
     constants.ENDPOINT, constants.HF_HUB_CACHE = hub.url, str(tmp / "hf-cache")
     constants.HUGGINGFACE_CO_URL_TEMPLATE = hub.url + "/{repo_id}/resolve/{revision}/{filename}"
-    pin_manifest(family / "release.toml", read_pins(ROOT / "build" / "demo"))
+    # family_copy rewrote the manifest as plain TOML: its sources are pinned on the data, not as a text edit.
+    import tomli_w
+
+    pins = read_pins(ROOT / "build" / "demo")
+    data = tomllib.loads((family / "release.toml").read_text())
+    for artifact in data["artifact"]:
+        if artifact["source"].get("hub") in pins:
+            artifact["source"]["revision"] = pins[artifact["source"]["hub"]]
+    (family / "release.toml").write_text(tomli_w.dumps(data))
 
 
 class SideBySide:
