@@ -31,6 +31,7 @@ STAGES = {
     "release --only gate": "hfrelease.stages.release.gate_step",
     "render": "hfrelease.stages.cards.render_stage",
     "check --cards": "hfrelease.stages.cards.lint_stage",
+    "bundle": "hfrelease.stages.publish.bundle_stage",
     "release --only publish": "hfrelease.stages.release.publish_step (publish_stage, then verify_stage)",
 }
 
