@@ -62,14 +62,18 @@ def _family(tmp: Path, *, workloads: list[dict[str, Any]]) -> Path:
     return target
 
 
+# `compare_quants = false`: the reference alone (the quants' comparison points are tested in
+# tests/unit/test_speed_plan.py and by the demo), so a run without --artifact plans nothing more.
 CHAT = {"id": "chat", "prompts": "../../build/demo/prompts/chat.jsonl", "output_len": 24, "num_prompts": 4,
-        "repeats": 2, "warmups": 1, "speculative": ["none", "self", "eagle3"], "artifacts": ["reference"]}
+        "repeats": 2, "warmups": 1, "speculative": ["none", "self", "eagle3"], "artifacts": ["reference"],
+        "compare_quants": False}
 GATE = "arith-nothink"  # one short gate, so the gate server is started and shared
 # The same prompts with the chat template's thinking on (the demo template then leaves the assistant turn
 # open; with thinking off it appends an empty think block, so the two differ by those prompt tokens).
 THINK = {**CHAT, "id": "think", "thinking": True, "speculative": ["none"]}
 SWEEP = {"id": "sweep", "prompts": "../../build/demo/prompts/chat.jsonl", "output_len": 16, "num_prompts": 8,
-         "repeats": 2, "warmups": 1, "concurrency": [1, 2, 4], "speculative": ["none"], "artifacts": ["reference"]}
+         "repeats": 2, "warmups": 1, "concurrency": [1, 2, 4], "speculative": ["none"], "artifacts": ["reference"],
+         "compare_quants": False}
 
 
 def _eval(family: Path, *args: str, timeout: float = 900, mode: str = "--speed-only") -> tuple[int, dict[str, Any]]:
