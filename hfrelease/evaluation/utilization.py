@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from hfrelease.serving.watch import BackgroundWatch
+
 GENERATED = "vllm:generation_tokens_total"
 PROMPT = "vllm:prompt_tokens_total"
 INFERENCE_SECONDS = "vllm:request_inference_time_seconds_sum"
@@ -125,7 +127,7 @@ def utilization(first: LoadReading, last: LoadReading, *, running_samples: list[
     )
 
 
-class LoadWatch:
+class LoadWatch(BackgroundWatch):
     """Reads the server's load counters while a block runs (a context manager); `result()` after it.
 
     `on_reading(tokens_per_s)` is told the generation rate since the start at each reading (the live view).
@@ -142,8 +144,7 @@ class LoadWatch:
         self._read = read
         self._every = every
         self._on_reading = on_reading
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(thread_name="load-watch", join_timeout=READ_TIMEOUT_SECONDS + 1)
         self._first: LoadReading | None = None
         self._last: LoadReading | None = None
         self._running: list[float] = []
@@ -152,16 +153,13 @@ class LoadWatch:
     def __enter__(self) -> LoadWatch:
         self._first = self._read(self.base_url)
         if self._first is not None:
-            self._thread = threading.Thread(target=self._watch, name="load-watch", daemon=True)
-            self._thread.start()
+            self._start()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=READ_TIMEOUT_SECONDS + 1)
+        self._halt()
         if exc_type is None and self._first is not None:
             last = self._read(self.base_url)
             with self._lock:

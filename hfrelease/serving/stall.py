@@ -20,6 +20,7 @@ from types import TracebackType
 
 from hfrelease.errors import ServerError
 from hfrelease.serving.alarm import Alarm
+from hfrelease.serving.watch import BackgroundWatch
 
 # Counters whose movement shows that the engine computes (summed over engines and models).
 PROGRESS_COUNTERS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total")
@@ -64,7 +65,7 @@ class Progress:
             return self.done, self.total
 
 
-class StallWatch:
+class StallWatch(BackgroundWatch):
     """Rings `alarm` with a ServerError when requests are outstanding and nothing moves for too long.
 
     A context manager: the watching thread runs for the duration of the block.
@@ -92,21 +93,17 @@ class StallWatch:
         self._clock = clock
         self._poll = poll
         self._probe_every = probe_every
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(thread_name="stall-watchdog", join_timeout=PROBE_TIMEOUT_SECONDS + 1)
         self.stalled: ServerError | None = None
 
     def __enter__(self) -> StallWatch:
-        self._thread = threading.Thread(target=self._watch, name="stall-watchdog", daemon=True)
-        self._thread.start()
+        self._start()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=PROBE_TIMEOUT_SECONDS + 1)
+        self._halt()
 
     def _watch(self) -> None:
         last_move = self._clock()
