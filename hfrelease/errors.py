@@ -24,6 +24,7 @@ class ExitCode(IntEnum):
     PUBLISH_FAILED = 7  # the Hub refused or lost part of a publish; nothing half-landed
     # 8 is retired: it meant a stage not built yet, and every stage is built. Never reuse it.
     ENVIRONMENT = 9  # a required tool or environment (vLLM, llm-compressor venv, ...) is missing
+    STEP_FAILED = 10  # a release workflow's step failed with a code that is not one of these (its own command, or 1)
     INTERRUPTED = 130  # Ctrl-C: servers stopped, finished results kept
 
 

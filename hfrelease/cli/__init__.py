@@ -39,7 +39,8 @@ def cli(ctx: click.Context, verbose: int) -> None:
     hfrelease init      scaffold a new family directory
 
     Exit codes: 0 ok, 2 usage, 3 bad manifest, 4 gate failed, 5 server failed, 6 measurement void,
-    7 Hub request or publish failed, 9 environment missing, 130 interrupted; 1 is a bug.
+    7 Hub request or publish failed, 9 environment missing, 10 a release workflow step failed,
+    130 interrupted; 1 is a bug.
     """
     ctx.ensure_object(dict)
     ctx.obj["verbose"] = verbose

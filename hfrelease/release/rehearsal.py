@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from hfrelease.actions.runner import JobResult, RunEvents, RunResult, RunSettings, run_workflow
+from hfrelease.actions.runner import JobResult, RunEvents, RunResult, RunSettings, StepResult, run_workflow
 from hfrelease.actions.workflow import Workflow, load_workflow
 from hfrelease.errors import ConfigError, ConfigProblem, ExitCode, HfreleaseError, PublishError, UsageError
 from hfrelease.hashing import HashCache
@@ -160,19 +160,26 @@ def _stopped(run: RunResult) -> HfreleaseError | None:
     failed = [j for j in run.jobs if j.status in ("failure", "cancelled")]
     if not failed:
         return None
-    first = failed[0]
-    step = first.failed_step()
-    codes = {int(c) for c in ExitCode}
-    if step is not None and step.exit_code in codes and step.exit_code != 0:
-        code = ExitCode(step.exit_code)
-    elif step is not None and step.exit_code is None:
-        code = ExitCode.CONFIG  # an artifact step or an expression: the workflow itself is wrong
-    else:
-        code = ExitCode.INTERNAL
     lines = "\n".join(f"  - {j.name}: {j.status}: {j.detail}" for j in failed)
     return ReleaseStoppedError(
-        f"the release workflow stopped: {len(failed)} job(s) did not succeed:\n{lines}", exit_code=code,
+        f"the release workflow stopped: {len(failed)} job(s) did not succeed:\n{lines}",
+        exit_code=stopped_code(failed[0].failed_step()),
         hint="Each step's output is in its log (named above); jobs after a failed one were skipped, as on GitHub.")
+
+
+def stopped_code(step: StepResult | None) -> ExitCode:
+    """The rehearsal's exit code for a job that failed at `step`: the step's own when it is one of ours.
+
+    1 is never passed on: the rehearsal did what it should, a step of the workflow failed. A step that is
+    not hfrelease's (a script, `pytest`, a shell `exit 1`) or an hfrelease command that hit a bug (its log
+    says so) ends the release with STEP_FAILED, as does a job that failed with no failed step.
+    """
+    ours = {int(c) for c in ExitCode} - {ExitCode.OK, ExitCode.INTERNAL, ExitCode.STEP_FAILED}
+    if step is not None and step.exit_code in ours:
+        return ExitCode(step.exit_code)
+    if step is not None and step.exit_code is None:
+        return ExitCode.CONFIG  # an artifact step or an expression: the workflow itself is wrong
+    return ExitCode.STEP_FAILED
 
 
 def publish_and_verify(

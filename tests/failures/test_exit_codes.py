@@ -110,6 +110,20 @@ def _no_build(s: Sweep) -> tuple[int, str]:
     return code, err
 
 
+def _foreign_step(s: Sweep) -> tuple[int, str]:
+    """`release` over a workflow whose one step is a shell's `exit 1`: not hfrelease's bug, its own code."""
+    import shutil
+
+    repo = s.tmp_path / "repo"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "family", repo / "fam")
+    workflow = repo / ".github" / "workflows" / "release.yml"
+    workflow.parent.mkdir(parents=True)
+    workflow.write_text("name: release\non: {push: {tags: ['v*']}}\nenv: {MANIFEST: fam/release.toml}\n"
+                        "jobs:\n  check:\n    runs-on: ubuntu-latest\n    steps:\n      - run: exit 1\n")
+    code, _, err = s.cli(["release", str(repo / "fam"), "--hub", "manifest", "--work", str(s.tmp_path / "work")])
+    return code, err
+
+
 EVERY_CODE: dict[ExitCode, Callable[[Sweep], tuple[int, str]]] = {
     ExitCode.OK: lambda s: s.eval("fp8", s.server(FP8, "right")),
     # Only a bug exits 1: one is planted where the manifest is read.
@@ -121,6 +135,7 @@ EVERY_CODE: dict[ExitCode, Callable[[Sweep], tuple[int, str]]] = {
     ExitCode.MEASUREMENT_FAILED: lambda s: s.eval("fp8", s.server(FP8, "error500")),
     ExitCode.PUBLISH_FAILED: lambda s: s.publish(token="hf_wrong_0123456789abcdef"),
     ExitCode.ENVIRONMENT: _no_build,
+    ExitCode.STEP_FAILED: _foreign_step,
     ExitCode.INTERRUPTED: lambda s: s.raising(KeyboardInterrupt()),
 }
 
@@ -170,3 +185,18 @@ def test_fault_sweep_never_exits_1(
     assert code == expected, err
     assert BUG not in err and "Task exception was never retrieved" not in err
     assert err.count("error:") <= 1, err  # a void gate is a row of the table, a stop one message
+
+
+def test_a_rehearsal_passes_on_only_the_codes_that_are_hfreleases() -> None:
+    """A failed step's documented code passes through; 1, a foreign code or no step is STEP_FAILED, never 1."""
+    from hfrelease.actions.runner import StepResult
+    from hfrelease.release.rehearsal import stopped_code
+
+    def step(code: int | None) -> StepResult:
+        return StepResult(label="run", status="failure", exit_code=code)
+
+    assert stopped_code(step(4)) == ExitCode.GATE_FAILED
+    assert stopped_code(step(None)) == ExitCode.CONFIG
+    for foreign in (1, 10, 127, 255):
+        assert stopped_code(step(foreign)) == ExitCode.STEP_FAILED
+    assert stopped_code(None) == ExitCode.STEP_FAILED
