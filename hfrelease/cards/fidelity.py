@@ -1,6 +1,6 @@
 """The Fidelity section of a card: each fidelity gate's KL and top-1 flips against the reference.
 
-Kept apart from the quality tables (`context.py`), whose deltas, points and recovery describe accuracy:
+Kept apart from the quality tables (`quality_tables.py`), whose deltas, points and recovery describe accuracy:
 a fidelity gate's figures are distances from the reference (0 is identical), judged against `max_kl` /
 `max_flip_rate` by the same verdict function `hfrelease eval` uses (`hfrelease.evaluation.verdict`).
 Every number is registered with the records it comes from, so `check --cards` traces it.

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from hfrelease.cards.inputs import RecordEntry
 from hfrelease.cards.text import Markdown
 
+TIMES = "\u00d7"  # the multiplication sign of "1.6 times faster"
+DASH = "\u2013"  # the en dash of ranges ("1.52\u20131.66") and date ranges
+
 
 @dataclass(frozen=True, kw_only=True)
 class NumberRow:

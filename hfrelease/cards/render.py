@@ -16,13 +16,14 @@ from jinja2 import TemplateError, UndefinedError
 from jinja2.sandbox import SandboxedEnvironment
 
 from hfrelease.cards import citation, frontmatter
-from hfrelease.cards.context import Context, build_context
+from hfrelease.cards.context import build_context
 from hfrelease.cards.environment import card_environment
 from hfrelease.cards.errors import CardError
 from hfrelease.cards.inputs import CardInputs
 from hfrelease.cards.measurements import FamilyMeasurements, measure_family
 from hfrelease.cards.numbers import NumberRow
 from hfrelease.cards.plots import PlotData, draw
+from hfrelease.cards.view import Context
 from hfrelease.manifest import Artifact
 
 README = "README.md"

@@ -93,7 +93,7 @@ def test_versions_name_the_lock_file_the_job_installed(tmp_path: Path, monkeypat
     """With HFRELEASE_LOCK set, versions() (so every record) keeps the lock's name and sha256; the card says it."""
     import hashlib
 
-    from hfrelease.cards.context import _versions
+    from hfrelease.cards.benchmark_provenance import _versions
 
     lock = tmp_path / "release-cuda.txt"
     lock.write_text("vllm==0.32.0 \\\n    --hash=sha256:" + "0" * 64 + "\n")

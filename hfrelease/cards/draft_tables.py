@@ -1,0 +1,184 @@
+"""The draft sections of a card: acceptance per draft position, the draft x target matrix, the draft
+gates judged as the release judges them, and a draft's headline (which workloads it wins).
+
+A draft serves inside its target's server, so its figures are its target's speed points served with it.
+"""
+
+from __future__ import annotations
+
+from hfrelease.cards.measurements import NONE
+from hfrelease.cards.numbers import fixed
+from hfrelease.cards.speed_tables import SpeedTables
+from hfrelease.cards.text import Markdown, code_span, escape_markdown
+from hfrelease.cards.view import CardView, Context
+from hfrelease.manifest import Artifact
+
+
+class DraftTables:
+    """The draft figures of a card, formatted with the speed tables' figures (one registry)."""
+
+    def __init__(self, view: CardView, speed: SpeedTables) -> None:
+        self.view = view
+        self.speed = speed
+        self.manifest = view.manifest
+        self.measured = view.measured
+        self.numbers = view.numbers
+
+    def headline(self, artifact: Artifact) -> list[Markdown]:
+        """Which workloads this draft wins on its target and which another config wins: a config slower
+        than the fastest is never headlined with its numbers."""
+        assert artifact.draft is not None
+        lines: list[Markdown] = []
+        target = self.manifest.artifact_by_id(artifact.draft.target)
+        for workload in self.manifest.workload:
+            mine = [p for p in self.measured.points(workload_id=workload.id, draft_id=artifact.id)
+                    if p.concurrency == 1 and p.artifact_id == target.id]
+            if not mine:
+                continue
+            label = escape_markdown(workload.label or workload.id)
+            best = self.speed.best(target.id, workload.id)
+            point = mine[0]
+            if best is not None and best.entry.name == point.entry.name:
+                lines.append(Markdown(f"{label}: fastest config on {escape_markdown(target.id)}, "
+                                      f"{self.speed.tps(point)} tok/s batch-1, {self.speed.speedup(point)} over no "
+                                      "speculation"))
+            elif best is None:
+                lines.append(Markdown(f"{label}: not ranked (no batch-1 point without speculation on "
+                                      f"{escape_markdown(target.id)} to compare with)"))
+            else:
+                lines.append(Markdown(f"{label}: {code_span(best.speculative)} is faster on "
+                                      f"{escape_markdown(target.id)}; use it there, not this draft"))
+        gates = self.draft_gates(artifact)
+        if gates is not None and gates["measured"]:
+            lines.append(Markdown("Draft gates: " + ("pass" if gates["passed"] else "**fail**")
+                                  + " (table under Speculative decoding acceptance)"))
+        return lines
+
+    def pairings(self, artifact: Artifact) -> Context:
+        """The draft x target matrix (`Draft.matrix`): on a draft's card, its batch-1 points on every target it
+        was measured against, per workload, with a recommendation; on a target's card, the matrix drafts
+        measured against it, linked to their cards."""
+        if artifact.draft is None:
+            drafts = [d for d in self.manifest.artifact if d.draft is not None and d.draft.matrix and self.view.shown(d)
+                      and d.draft.target != artifact.id and self.measured.points(artifact_id=artifact.id,
+                                                                                 draft_id=d.id)]
+            return {"draft": False, "measured": False,
+                    "links": Markdown(", ".join(self.view.name(d) for d in drafts)) if drafts else None}
+        if not artifact.draft.matrix:
+            return {"draft": True, "measured": False, "links": None}
+        tables = []
+        for workload in self.manifest.workload:
+            points = [p for p in self.measured.points(workload_id=workload.id, draft_id=artifact.id)
+                      if p.concurrency == min(workload.concurrency) and self.view.shown(
+                          self.manifest.artifact_by_id(p.artifact_id))]
+            if not points:
+                continue
+            order = {a.id: i for i, a in enumerate(self.manifest.artifact)}
+            points.sort(key=lambda p: (order[p.artifact_id], p.speculative))
+            paying = [p for p in points if p.speedup is not None and p.speedup > 1.0]
+            best = max(paying, key=lambda p: p.speedup or 0.0, default=None)
+            rows = [{"target": self.view.name(self.manifest.artifact_by_id(p.artifact_id), short=True),
+                     "config": code_span(p.speculative),
+                     "mal": self.speed.metric(p, "spec_mean_acceptance_length", 2, "mean acceptance length"),
+                     "positions": Markdown(" / ".join(
+                         self.numbers.add(f"{self.speed.point_id(p)}.pos{i}", f"acceptance at draft position {i}, "
+                                          f"{p.workload.id} on {p.artifact_id}, {p.speculative}", fixed(v, 2),
+                                          [p.entry]) for i, v in p.positions()) or "n/a"),
+                     "speedup": self.speed.speedup(p),
+                     "pairing": Markdown("**recommended**" if p is best else "pays" if p in paying else
+                                         "no speedup measured" if p.speedup is None else "slower than none")}
+                    for p in points]
+            tables.append({"workload": escape_markdown(workload.label or workload.id),
+                           "concurrency": min(workload.concurrency), "rows": rows})
+        return {"draft": True, "measured": bool(tables), "tables": tables, "links": None,
+                "trained": escape_markdown(artifact.draft.target)}
+
+    def acceptance(self, artifact: Artifact) -> Context:
+        if artifact.kind == "draft":
+            points = self.measured.points(draft_id=artifact.id)
+        else:
+            points = [p for p in self.measured.points(artifact_id=artifact.id) if p.speculative != NONE]
+        points = [p for p in points if self.view.shown_point(p)]
+        points = [p for p in points if "spec_acceptance_rate" in p.metrics and p.concurrency == min(
+            q.concurrency for q in points if q.workload.id == p.workload.id and q.speculative == p.speculative)]
+        rows = []
+        for p in points:
+            unconditional = [self.numbers.add(f"{self.speed.point_id(p)}.pos{i}", f"acceptance at draft position {i}, "
+                                              f"{p.workload.id} on {p.artifact_id}, {p.speculative}", fixed(v, 2),
+                                              [p.entry]) for i, v in p.positions()]
+            conditional = [self.numbers.add(f"{self.speed.point_id(p)}.cpos{i}", f"conditional acceptance at draft "
+                                            f"position {i}, {p.workload.id} on {p.artifact_id}, {p.speculative}",
+                                            fixed(v, 2), [p.entry])
+                           for i, v in p.positions("spec_conditional_acceptance_pos_")]
+            rows.append({
+                "label": Markdown(f"{escape_markdown(p.workload.label or p.workload.id)}, {code_span(p.speculative)}"
+                                  + (f" on {escape_markdown(p.artifact_id)}" if artifact.kind == "draft" else "")),
+                "rate": self.speed.metric(p, "spec_acceptance_rate", 2, "acceptance rate"),
+                "mal": self.speed.metric(p, "spec_mean_acceptance_length", 2, "mean acceptance length"),
+                "positions": Markdown(" / ".join(unconditional)) if unconditional else Markdown("n/a"),
+                "conditional": Markdown(" / ".join(conditional)) if conditional else Markdown("n/a"),
+                "concurrency": p.concurrency,
+            })
+        return {"measured": bool(rows), "rows": rows, "gates": self.draft_gates(artifact)}
+
+    def serving_acceptance(self, artifact: Artifact) -> list[tuple[Markdown, list[tuple[int, Markdown]]]]:
+        """A draft's per-position acceptance served with its target at batch 1, per workload (the figures
+        its validation acceptance is read against), registered under the acceptance table's ids."""
+        if artifact.draft is None:
+            return []
+        found = []
+        for p in self.measured.points(draft_id=artifact.id):
+            if p.concurrency != 1 or p.artifact_id != artifact.draft.target or not p.positions():
+                continue
+            label = Markdown(f"{escape_markdown(p.workload.label or p.workload.id)}, {code_span(p.speculative)}")
+            found.append((label, [(i, self.numbers.add(f"{self.speed.point_id(p)}.pos{i}", f"acceptance at draft "
+                                                       f"position {i}, {p.workload.id} on {p.artifact_id}, "
+                                                       f"{p.speculative}", fixed(v, 2), [p.entry]))
+                                  for i, v in p.positions()]))
+        return found
+
+    def draft_gates(self, artifact: Artifact) -> Context | None:
+        """A draft card's draft-gate verdicts, judged as the release judges them, from the card's own records."""
+        if artifact.draft is None:
+            return None
+        from dataclasses import replace
+
+        from hfrelease.speed.result import row_from_record
+        from hfrelease.speed.verdict import draft_checks
+
+        # Only the points served with its target are judged, as the release judges its job's records; the
+        # acceptance table above also shows it served with other artifacts (`eval --speed`).
+        points = {(p.artifact_id, p.workload.id, p.speculative): p for p in self.measured.points(draft_id=artifact.id)
+                  if p.concurrency == 1 and p.artifact_id == artifact.draft.target}
+        rows = [replace(row_from_record(p.entry.record, origin="recorded"), speedup=p.speedup)
+                for p in points.values()]
+        checks = [c for c in draft_checks(self.manifest, rows) if c.draft_id == artifact.id]
+        d = artifact.draft
+        names = {"target": "served with its target", "acceptance": "acceptance rate",
+                 "acceptance-length": "mean acceptance length", "speedup": "speedup over no speculation"}
+        required = {"target": f"target = {d.target}", "acceptance": f"min_acceptance_rate = {d.min_acceptance_rate:g}"
+                    if d.min_acceptance_rate is not None else "measured",
+                    "acceptance-length": f"min_acceptance_length = {d.min_acceptance_length:g}"
+                    if d.min_acceptance_length is not None else "",
+                    "speedup": f"min_speedup = {d.min_speedup:g}" if d.min_speedup is not None else ""}
+        table = []
+        for c in checks:
+            p = points[(c.artifact_id, c.workload_id, c.speculative)]
+            value: Markdown | None
+            if c.check == "target":
+                value = code_span(c.artifact_id)
+            elif c.check == "speedup":
+                value = self.speed.speedup(p)
+            else:
+                metric = "spec_acceptance_rate" if c.check == "acceptance" else "spec_mean_acceptance_length"
+                value = self.speed.metric(p, metric, 2, names[c.check])
+            table.append({
+                "label": Markdown(f"{escape_markdown(p.workload.label or p.workload.id)}, {code_span(p.speculative)}"
+                                  f" on {escape_markdown(p.artifact_id)}"),
+                "check": names[c.check], "value": value or Markdown("not measured"),
+                "required": code_span(required[c.check]), "verdict": Markdown("pass" if c.verdict == "pass" else
+                                                                             "**fail**"),
+            })
+        failed = any(c.verdict == "fail" for c in checks)
+        return {"measured": bool(checks), "rows": table, "passed": bool(checks) and not failed,
+                "published": artifact.publish, "command": code_span(f"hfrelease eval --artifact {artifact.id}")}
