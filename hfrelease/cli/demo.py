@@ -46,7 +46,10 @@ def build(out: Path | None, quant_python: Path | None, seed: int) -> None:
 @click.argument("manifest", type=click.Path(path_type=Path), default="model_cards/demo")
 @click.option("--build", "build_dir", type=click.Path(path_type=Path),
               help="The demo build whose vendor repos to pin (default: build/demo in the checkout).")
-def pin(manifest: Path, build_dir: Path | None) -> None:
+@click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False),
+              help="Also make the vendor repos' main on the local Hub in this directory hold the pinned heads "
+                   "(the vendor pushing the draft's new head after the previous release).")
+def pin(manifest: Path, build_dir: Path | None, hub_root: Path | None) -> None:
     """Pin MANIFEST's Hub sources to the revisions `demo build` uploaded (a working copy's release.toml).
 
     The maintainer's step after an upload ("pin the revision in release.toml"), for each of the demo's vendor
@@ -60,7 +63,39 @@ def pin(manifest: Path, build_dir: Path | None) -> None:
 
     target = manifest / "release.toml" if manifest.is_dir() else manifest
     build = build_dir or default_build_dir()
-    for line in pin_manifest(target, read_pins(build)):
+    pins = read_pins(build)
+    for line in pin_manifest(target, pins):
         err_console.print(f"  pinned {line} in {target}")
     for name in copy_training(build, target.parent):
         err_console.print(f"  copied the draft's training provenance {name}")
+    if hub_root is not None:
+        from hfrelease.demo.versions import push_heads
+
+        for line in push_heads(hub_root, build, pins):
+            err_console.print(f"  {line}")
+
+
+@demo.command()
+@click.argument("family", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="The local Hub the previous release goes to: its draft repo's main is made to hold the "
+                   "previous head.")
+@click.option("--build", "build_dir", type=click.Path(path_type=Path),
+              help="The demo build (default: build/demo in the checkout).")
+def previous(family: Path, hub_root: Path, build_dir: Path | None) -> None:
+    """Make FAMILY (a working copy of model_cards/demo) the demo's previous release, version 0.0.
+
+    Its draft is the previous head `demo build` uploaded before the current one (the same draft, trained for
+    half the epochs), pinned with that head's training provenance; it keeps only the draft, its target and
+    the workloads serving the draft, so releasing it measures what comparing the two drafts needs.
+    """
+    from hfrelease.cli.output import err_console
+    from hfrelease.demo.paths import default_build_dir
+    from hfrelease.demo.vendor import read_pins, read_previous_pins
+    from hfrelease.demo.versions import push_heads, write_previous_family
+
+    build = build_dir or default_build_dir()
+    for line in write_previous_family(family, build):
+        err_console.print(f"  {line}")
+    for line in push_heads(hub_root, build, {**read_pins(build), **read_previous_pins(build)}):
+        err_console.print(f"  {line}")

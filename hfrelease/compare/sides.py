@@ -189,7 +189,11 @@ def _from_git(ref: str, family_root: Path, work: Path) -> None:
 
 
 def _from_hub(tag: str, manifest: Manifest, work: Path, *, endpoint: str | None, token: str | None) -> None:
-    """Each published artifact's `ledger/` at `tag`, as `<artifact id>/<name>`."""
+    """Each published artifact's `ledger/` at `tag`, as `<artifact id>/<name>`.
+
+    A repo without the tag is skipped when another has it: an artifact added since that release (the demo's
+    v0.0 released only its draft and the draft's target) has no rows on that side, and its rows are listed
+    as one-sided. When no repo has it, the tag is unknown."""
     import tempfile
 
     from huggingface_hub import HfApi
@@ -202,6 +206,7 @@ def _from_hub(tag: str, manifest: Manifest, work: Path, *, endpoint: str | None,
     api = HfApi(endpoint=url, token=token)
     published = [a for a in manifest.artifact if a.publish]
     found = False
+    missing: list[str] = []
     with hub_access(url), tempfile.TemporaryDirectory(prefix="hfrelease-compare-") as download:
         for artifact in published:
             try:
@@ -220,9 +225,12 @@ def _from_hub(tag: str, manifest: Manifest, work: Path, *, endpoint: str | None,
             except HubError as error:
                 if error.status != 404:
                     raise  # a refused token or a failing Hub is exit 7, not a wrong tag
-                raise UsageError(f"{label}: {artifact.repo} has no release tag {tag!r} at {url}",
-                                 hint="`hfrelease compare` reads a published release tag (the manifest's "
-                                      "[publish].tag, e.g. v0.1) from every published repo of the family.") from error
+                missing.append(artifact.repo)
+    if published and len(missing) == len(published):
+        raise UsageError(f"{label}: no release tag {tag!r} in any published repo of the family at {url} "
+                         f"({', '.join(missing)})",
+                         hint="`hfrelease compare` reads a published release tag (the manifest's "
+                              "[publish].tag, e.g. v0.1) from the published repos of the family.")
     if not found:
         raise UsageError(f"{label}: not a ledger (no ledger/ records in the family's repos at {tag})",
                          hint=_LEDGER_HINT)

@@ -52,6 +52,16 @@ EAGLE3_UNTRAINED = "eagle3-untrained"
 ARTIFACT_IDS = (REFERENCE, FP8_DYNAMIC, W8A8_INT8, UNDERTRAINED, DRAFT, EAGLE3_UNTRAINED)
 # The draft's training provenance (train_command.txt, <epoch>/val_metrics.json), beside its model directory.
 TRAINING_DIR = "draft-training"
+# The draft's previous head: the same draft trained for half as many epochs (PREVIOUS_DRAFT_PLAN against
+# DRAFT_PLAN), with its own training provenance. It is no artifact of the family: the build uploads it to
+# the draft's vendor repo as the commit before the head (hfrelease.demo.vendor), and the demo releases it as
+# its previous version to compare the draft with it (hfrelease.demo.versions, scripts/demo).
+PREVIOUS_DRAFT = "draft-previous"
+PREVIOUS_TRAINING_DIR = "draft-previous-training"
+# It is an add-on outside the builder version: its files' sha256 are a stamp key of their own, which a
+# checkout from before it ignores. Bumping DEMO_BUILDER_VERSION would make every older checkout sharing the
+# build directory (branches and worktrees share build/) see a foreign build and retrain all of it.
+PREVIOUS_STAMP_KEY = "previous_files"
 # Artifacts whose config names vLLM's own architecture, not the family's (see ARCHITECTURE).
 _OWN_ARCHITECTURE = {EAGLE3_UNTRAINED}
 
@@ -67,6 +77,7 @@ UNDERTRAINED_STEP = 450
 REFERENCE_PLAN = TrainingPlan(steps=1500, snapshot_steps=(UNDERTRAINED_STEP,))
 # The draft validates at the end of each of its epochs (hfrelease.demo.draft_training), as speculators does.
 DRAFT_PLAN = TrainingPlan(steps=4 * EPOCH_STEPS, snapshot_steps=tuple(EPOCH_STEPS * e for e in range(1, 5)))
+PREVIOUS_DRAFT_PLAN = TrainingPlan(steps=2 * EPOCH_STEPS, snapshot_steps=(EPOCH_STEPS, 2 * EPOCH_STEPS))
 DRAFT_SPECULATIVE_TOKENS = 3  # the demo manifest's num_speculative_tokens: validation drafts as many
 
 QUANTIZE_SCRIPT = Path(__file__).with_name("quantize_script.py")
@@ -106,6 +117,7 @@ def build_demo_family(
     if complete:
         say(f"demo family already built in {out_dir} (builder {DEMO_BUILDER_VERSION}, seed {seed})")
     if complete or _upgrade(out_dir, seed=seed, say=say):
+        _previous_head(out_dir, seed=seed, say=say)
         _publish_vendor(out_dir, say=say)
         return artifacts
     if not quant_python.exists():
@@ -145,6 +157,7 @@ def build_demo_family(
     # paths, so lm-eval finds them from any working directory (see family_files).
     write_family_files(out_dir, absolute=True)
     _write_stamp(out_dir, seed=seed)
+    _previous_head(out_dir, seed=seed, say=say)
     _publish_vendor(out_dir, say=say)
     say(f"demo family built in {out_dir} in {time.monotonic() - started:.0f}s")
     return artifacts
@@ -159,10 +172,43 @@ def _publish_vendor(out_dir: Path, *, say: Callable[[str], None]) -> None:
     from hfrelease.demo.vendor import HUB_DIR, publish_vendor_repos
 
     stamp = read_stamp(out_dir) or {}
-    files = stamp.get("files")
-    pins = publish_vendor_repos(out_dir, stamp_files=files if isinstance(files, dict) else {})
+    files = {**_dict(stamp.get("files")), **_dict(stamp.get(PREVIOUS_STAMP_KEY))}
+    pins = publish_vendor_repos(out_dir, stamp_files=files)
     for repo, revision in pins.items():
         say(f"vendor repo {repo} at {revision} on the built-in Hub in {out_dir / HUB_DIR}")
+
+
+def _dict(value: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _previous_head(out_dir: Path, *, seed: int, say: Callable[[str], None]) -> None:
+    """Train the draft's previous head (PREVIOUS_DRAFT, PREVIOUS_TRAINING_DIR) unless the stamp records exactly
+    its files: a finished build from before it existed gets it in place (about half a minute)."""
+    stamp = read_stamp(out_dir)
+    if stamp is None:
+        return
+    dirs = (PREVIOUS_DRAFT, PREVIOUS_TRAINING_DIR)
+    try:
+        if stamp.get(PREVIOUS_STAMP_KEY) == _artifact_hashes(out_dir, dirs) and (out_dir / PREVIOUS_DRAFT).is_dir():
+            return
+    except OSError:
+        pass
+    say(f"training {PREVIOUS_DRAFT}, the draft's previous head, in {out_dir}")
+    work = out_dir / f".{PREVIOUS_DRAFT}.building"
+    training = out_dir / f".{PREVIOUS_TRAINING_DIR}.building"
+    for directory in (work, training):
+        shutil.rmtree(directory, ignore_errors=True)
+    _train_draft(out_dir / REFERENCE, work, training, seed=seed, say=say, plan=PREVIOUS_DRAFT_PLAN,
+                 name=PREVIOUS_DRAFT)
+    _stamp_architecture(work)
+    for built, final in ((work, out_dir / PREVIOUS_DRAFT), (training, out_dir / PREVIOUS_TRAINING_DIR)):
+        shutil.rmtree(final, ignore_errors=True)
+        built.replace(final)
+    stamp[PREVIOUS_STAMP_KEY] = _artifact_hashes(out_dir, dirs)
+    tmp = out_dir / (STAMP_FILE + ".tmp")
+    tmp.write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(out_dir / STAMP_FILE)
 
 
 def _upgrade(out_dir: Path, *, seed: int, say: Callable[[str], None]) -> bool:
@@ -253,7 +299,8 @@ def _train_artifacts(work: Path, *, seed: int, say: Callable[[str], None]) -> No
     _train_draft(work / REFERENCE, work / DRAFT, work / TRAINING_DIR, seed=seed, say=say)
 
 
-def _train_draft(reference_dir: Path, out: Path, training: Path, *, seed: int, say: Callable[[str], None]) -> None:
+def _train_draft(reference_dir: Path, out: Path, training: Path, *, seed: int, say: Callable[[str], None],
+                 plan: TrainingPlan = DRAFT_PLAN, name: str = DRAFT) -> None:
     """Train the draft on the reference's corpus (every VALIDATION_EVERY-th example held out), validate it
     against the saved reference at the end of each epoch and write into `training` what a speculators run
     leaves in its checkpoint directory: `<epoch>/val_metrics.json` and `train_command.txt`
@@ -276,14 +323,16 @@ def _train_draft(reference_dir: Path, out: Path, training: Path, *, seed: int, s
         epoch = step // EPOCH_STEPS - 1
         metrics = draft_training.val_metrics(model, held, prefixes, verified, pad_id=ids.pad_token_id)
         draft_training.write_val_metrics(training, epoch, metrics)
-        say(f"{DRAFT}: epoch {epoch} validation loss {metrics['loss_epoch']:.4f}, acceptance by position "
+        say(f"{name}: epoch {epoch} validation loss {metrics['loss_epoch']:.4f}, acceptance by position "
             + " / ".join(f"{metrics[f'full_acc_{i}_epoch']:.3f}" for i in range(DRAFT_SPECULATIVE_TOKENS)))
 
-    say(f"training {DRAFT} ({DRAFT_SPEC.num_layers} layer, {DRAFT_PLAN.steps} steps, {len(held)} examples held "
+    say(f"training {name} ({DRAFT_SPEC.num_layers} layer, {plan.steps} steps, {len(held)} examples held "
         f"out, validated on {len(prefixes)} positions)")
     draft_training.write_train_command(training, ["hfrelease", "demo", "build", "--seed", str(seed)])
-    draft = train_model(DRAFT_SPEC, ids, train, DRAFT_PLAN, seed=seed + 1, on_snapshot=validate,
-                        progress=lambda msg: say(f"{DRAFT}: {msg}"))
+    # A previous head has the same seed, data and batch order and stops earlier (its learning-rate schedule
+    # spans its own steps).
+    draft = train_model(DRAFT_SPEC, ids, train, plan, seed=seed + 1, on_snapshot=validate,
+                        progress=lambda msg: say(f"{name}: {msg}"))
     stop_ids = [ids.eos_token_id, tokenizer.convert_tokens_to_ids(ENDOFTEXT)]
     draft.generation_config = GenerationConfig(eos_token_id=stop_ids, pad_token_id=ids.pad_token_id)  # type: ignore[no-untyped-call]
     save_model(draft, out, dtype=WEIGHT_DTYPE)

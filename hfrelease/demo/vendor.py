@@ -30,6 +30,10 @@ REFERENCE_REPO = "hfrelease-demo/tiny-reference"
 DRAFT_REPO = "hfrelease-demo/tiny-draft"
 # Each vendor repo and the build directory (artifact id) it is uploaded from.
 VENDOR_REPOS: Mapping[str, str] = {REFERENCE_REPO: "reference", DRAFT_REPO: "draft"}
+# A vendor repo's previous head (repo -> build directory): the draft trained for fewer epochs, an earlier
+# commit of its repo than the head, as a vendor's history holds the head a previous release shipped. The
+# demo releases it as its previous version and compares the two (`hfrelease demo previous`, scripts/demo).
+PREVIOUS_HEADS: Mapping[str, str] = {DRAFT_REPO: "draft-previous"}
 HUB_DIR = "hub"
 PINS_FILE = "vendor.json"
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -60,15 +64,33 @@ def publish_vendor_repos(
             entries[repo] = entry
         else:
             todo[repo] = wanted
+    # A previous head is uploaded before its repo's head: when it is missing (or its files changed), both are
+    # uploaded in that order, so the head is always the newer commit (main holds the head's weights).
+    previous = _read(out_dir / PINS_FILE).get("previous")
+    earlier = dict(previous) if isinstance(previous, dict) else {}
+    for repo, directory in PREVIOUS_HEADS.items():
+        wanted = {path: sha for path, sha in stamp_files.items() if path.startswith(directory + "/")}
+        entry = earlier.get(repo)
+        if repo not in repos or not wanted or (hub_there and isinstance(entry, dict) and entry.get("files") == wanted
+                                                 and repo not in todo):
+            continue
+        revision = _upload(out_dir, {repo: out_dir / directory})[repo]
+        earlier[repo] = {"revision": revision, "directory": directory, "files": wanted}
+        todo[repo] = {path: sha for path, sha in stamp_files.items() if path.startswith(repos[repo] + "/")}
     if todo:
         for repo, revision in _upload(out_dir, {repo: out_dir / repos[repo] for repo in todo}).items():
             entries[repo] = {"revision": revision, "directory": repos[repo], "files": todo[repo]}
-        _write(out_dir / PINS_FILE, entries)
+        _write(out_dir / PINS_FILE, entries, previous=earlier)
     return {repo: str(entries[repo]["revision"]) for repo in repos}
 
 
 def _upload(out_dir: Path, folders: Mapping[str, Path]) -> dict[str, str]:
     """Each folder uploaded to its repo on the build's Hub (served for the upload); {repo: commit}."""
+    return _upload_to(out_dir / HUB_DIR, folders)
+
+
+def _upload_to(hub_root: Path, folders: Mapping[str, Path]) -> dict[str, str]:
+    """Each folder uploaded to its repo on the Hub in `hub_root` (served for the upload); {repo: commit}."""
     from huggingface_hub import HfApi
 
     from hfrelease.hub import serve
@@ -76,7 +98,7 @@ def _upload(out_dir: Path, folders: Mapping[str, Path]) -> dict[str, str]:
     from hfrelease.sources import hub_access
 
     disable_xet()
-    server = serve(out_dir / HUB_DIR)
+    server = serve(hub_root)
     revisions: dict[str, str] = {}
     try:
         assert server.token_file is not None  # serve() without tokens keeps its own
@@ -86,15 +108,18 @@ def _upload(out_dir: Path, folders: Mapping[str, Path]) -> dict[str, str]:
             for repo, folder in folders.items():
                 api.create_repo(repo, exist_ok=True)
                 commit = api.upload_folder(repo_id=repo, folder_path=folder,
-                                           commit_message=f"the vendor's {folder.name} (hfrelease demo build)")
+                                           commit_message=f"the vendor's {folder.name} (hfrelease demo)")
                 revisions[repo] = commit.oid
     finally:
         server.shutdown()
     return revisions
 
 
-def _write(target: Path, entries: Mapping[str, Mapping[str, object]]) -> None:
+def _write(target: Path, entries: Mapping[str, Mapping[str, object]],
+           previous: Mapping[str, object] | None = None) -> None:
     data: dict[str, object] = {"repos": dict(entries)}
+    if previous:
+        data["previous"] = dict(previous)
     reference = entries.get(REFERENCE_REPO)
     if reference is not None:
         # `pins` and `files` keep the layout of builds from before the draft was a vendor repo, naming the
@@ -116,15 +141,32 @@ def _read(path: Path) -> dict[str, object]:
 
 def read_pins(out_dir: Path) -> dict[str, str]:
     """The build's vendor repos and their revisions (`vendor.json`); EnvironmentProblem when there are none."""
-    repos = _read(out_dir / PINS_FILE).get("repos")
-    pins = {str(repo): str(entry.get("revision")) for repo, entry in repos.items()
-            if isinstance(entry, dict)} if isinstance(repos, dict) else {}
-    if set(pins) != set(VENDOR_REPOS):
-        raise EnvironmentProblem(f"{out_dir / PINS_FILE}: the vendor repos {', '.join(sorted(VENDOR_REPOS))} "
-                                 "are not all recorded",
-                                 hint="Run `hfrelease demo build` (it publishes the vendor repos; a build made "
-                                      "before one of them was a vendor repo is upgraded in place).")
+    return _recorded(out_dir, "repos", VENDOR_REPOS, f"the vendor repos {', '.join(sorted(VENDOR_REPOS))} are not "
+                     "all recorded", "it publishes the vendor repos; a build made before one of them was a vendor "
+                     "repo is upgraded in place")
+
+
+def read_previous_pins(out_dir: Path) -> dict[str, str]:
+    """The build's previous heads and their revisions (`vendor.json`'s `previous`); EnvironmentProblem when the
+    build has none (made before the demo had a previous version)."""
+    return _recorded(out_dir, "previous", PREVIOUS_HEADS, f"the previous heads of {', '.join(sorted(PREVIOUS_HEADS))}"
+                     " are not recorded", "a build made before the demo had a previous version gets one in place, "
+                     "training only the previous draft")
+
+
+def _recorded(out_dir: Path, key: str, wanted: Mapping[str, str], missing: str, why: str) -> dict[str, str]:
+    entries = _read(out_dir / PINS_FILE).get(key)
+    pins = {str(repo): str(entry.get("revision")) for repo, entry in entries.items()
+            if isinstance(entry, dict)} if isinstance(entries, dict) else {}
+    if set(pins) != set(wanted):
+        raise EnvironmentProblem(f"{out_dir / PINS_FILE}: {missing}", hint=f"Run `hfrelease demo build` ({why}).")
     return pins
+
+
+def push_head(hub_root: Path, repo: str, folder: Path) -> str:
+    """Make `repo`'s main on the Hub in `hub_root` hold `folder`'s files (an upload on top of main when it does not:
+    the vendor pushing that head); return main's commit. Files already there make no commit."""
+    return _upload_to(hub_root, {repo: folder})[repo]
 
 
 def pin_manifest(manifest_file: Path, pins: Mapping[str, str]) -> list[str]:
@@ -151,13 +193,14 @@ def pin_manifest(manifest_file: Path, pins: Mapping[str, str]) -> list[str]:
     return changed
 
 
-def copy_training(build_dir: Path, family_dir: Path, training_dir: str = "draft-training") -> list[str]:
-    """The build's draft training provenance (train_command.txt, <epoch>/val_metrics.json) copied into the
-    family's `training_dir`, which the demo manifest's draft declares in `files`: like its pins, a working
-    copy's provenance is this machine's build's. Returns the files copied."""
+def copy_training(build_dir: Path, family_dir: Path, training_dir: str = "draft-training",
+                  source_dir: str | None = None) -> list[str]:
+    """The build's draft training provenance (train_command.txt, <epoch>/val_metrics.json; from `source_dir`,
+    default `training_dir`) copied into the family's `training_dir`, which the demo manifest's draft declares
+    in `files`: like its pins, a working copy's provenance is this machine's build's. Returns the files copied."""
     import shutil
 
-    source = build_dir / training_dir
+    source = build_dir / (source_dir or training_dir)
     if not (source / "train_command.txt").is_file():
         raise EnvironmentProblem(f"{source}: no draft training files (train_command.txt, <epoch>/val_metrics.json)",
                                  hint="Run `hfrelease demo build` (a build made before they existed is upgraded "

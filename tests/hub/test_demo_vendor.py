@@ -207,3 +207,81 @@ def test_demo_manifest_sources_the_vendor_repos_from_the_hub_and_what_it_makes_l
     assert all(a.source.hub == a.repo and a.source.revision for a in hub.values())
     local = [a for a in manifest.artifact if a.id not in hub]
     assert all(a.source.path is not None for a in local) and any(a.kind == "draft" for a in local)
+
+
+def _main_weights(hub_root: Path, repo: str, revision: str = "main") -> str:
+    """The sha256 of `repo`'s model.safetensors at `revision` on the Hub in `hub_root` (its LFS pointer's)."""
+    from huggingface_hub import HfApi
+
+    from hfrelease.hub import serve
+    from hfrelease.sources import hub_access
+
+    server = serve(hub_root)
+    try:
+        with hub_access(server.url):
+            (entry,) = [f for f in HfApi(endpoint=server.url).list_repo_tree(repo, revision=revision)
+                        if f.path == "model.safetensors"]
+    finally:
+        server.shutdown()
+    assert entry.lfs is not None
+    return str(entry.lfs.sha256)
+
+
+def test_the_drafts_previous_head_is_the_commit_before_its_head(
+    build: tuple[Path, dict[str, str]], uploads: list[list[str]]
+) -> None:
+    """The previous head is uploaded first, the head on top (main holds the head); a re-run uploads nothing."""
+    from hfrelease.demo.vendor import DRAFT_REPO, REFERENCE_REPO, publish_vendor_repos, read_pins, read_previous_pins
+    from hfrelease.speed.plan import file_sha256
+
+    out, files = build
+    with pytest.raises(EnvironmentProblem, match="previous heads"):
+        read_previous_pins(out)
+    _checkpoint(out / "draft-previous", 7)
+    files = {**files, **{p.relative_to(out).as_posix(): file_sha256(p) for p in (out / "draft-previous").iterdir()}}
+    pins = publish_vendor_repos(out, stamp_files=files)
+    (previous,) = read_previous_pins(out).values()
+    assert uploads == [[DRAFT_REPO], [DRAFT_REPO, REFERENCE_REPO]] and read_pins(out) == pins
+    assert previous != pins[DRAFT_REPO]
+    assert _main_weights(out / "hub", DRAFT_REPO) == files["draft/model.safetensors"]
+    assert _main_weights(out / "hub", DRAFT_REPO, previous) == files["draft-previous/model.safetensors"]
+    assert publish_vendor_repos(out, stamp_files=files) == pins and len(uploads) == 2
+
+
+def test_the_previous_release_pins_the_previous_head_and_keeps_what_the_comparison_needs(
+    build: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """v0.0: version, draft and target only, the previous head pinned with its provenance; main holds each head."""
+    from hfrelease.demo.vendor import DRAFT_REPO, publish_vendor_repos, read_pins, read_previous_pins
+    from hfrelease.demo.versions import push_heads, write_previous_family
+    from hfrelease.manifest import load_manifest
+    from hfrelease.speed.plan import file_sha256
+
+    out, files = build
+    _checkpoint(out / "draft-previous", 7)
+    files = {**files, **{p.relative_to(out).as_posix(): file_sha256(p) for p in (out / "draft-previous").iterdir()}}
+    for epoch in (0, 1):
+        (out / "draft-previous-training" / str(epoch)).mkdir(parents=True)
+        (out / "draft-previous-training" / str(epoch) / "val_metrics.json").write_text('{"loss_epoch": 1.0}')
+    (out / "draft-previous-training" / "train_command.txt").write_text("hfrelease demo build --seed 0\n")
+    publish_vendor_repos(out, stamp_files=files)
+    family = _family(tmp_path, read_pins(out), out)
+    write_previous_family(family, out)
+    manifest = load_manifest(family, check_files=False)
+    assert manifest.family.version == "0.0" and not manifest.gate
+    assert [a.id for a in manifest.artifact] == ["reference", "draft"]
+    draft = manifest.artifact[1]
+    assert draft.source.revision == read_previous_pins(out)[DRAFT_REPO]
+    assert draft.draft is not None and draft.draft.min_acceptance_rate is None and draft.draft.min_speedup is None
+    assert sorted(draft.files) == ["draft-training/0/val_metrics.json", "draft-training/1/val_metrics.json",
+                                   "draft-training/train_command.txt"]
+    assert all((family / f).is_file() for f in draft.files)
+    assert {s.id for s in manifest.speculative} == {"draft"}
+    assert manifest.workload and all(w.speculative == ["none", "draft"] for w in manifest.workload)
+
+    hub = tmp_path / "demo-hub"
+    shutil.copytree(out / "hub", hub)
+    push_heads(hub, out, read_previous_pins(out))
+    assert _main_weights(hub, DRAFT_REPO) == files["draft-previous/model.safetensors"]
+    push_heads(hub, out, read_pins(out))
+    assert _main_weights(hub, DRAFT_REPO) == files["draft/model.safetensors"]

@@ -60,3 +60,15 @@ def test_a_failing_hub_is_exit_7_not_a_wrong_tag(family: Path, api: HfApi, hub: 
     with pytest.raises(HubError) as info:
         compare_family("v1.0", "v1.0", manifest=load_manifest(family), endpoint=hub.url, token="hf_wrong_token_000000")
     assert info.value.status in (401, 403)
+
+
+def test_a_repo_without_the_tag_has_its_rows_on_one_side(family: Path, api: HfApi, hub: HubServer) -> None:
+    """An artifact not released in OLD (its repo lacks the tag) is listed as new; the others still compare."""
+    _release(family, api, "1.0", 0.5, "a")
+    _release(family, api, "1.1", 0.9, "b")
+    manifest = load_manifest(family)
+    q1 = next(a.repo for a in manifest.artifact if a.id == "q1")
+    api.delete_tag(q1, tag="v1.0")
+    comparison = compare_family("v1.0", "v1.1", manifest=manifest, endpoint=hub.url, token=TOKEN)
+    assert [r.artifact for r in comparison.rows] == ["q0"]
+    assert [(r.side, r.artifact) for r in comparison.one_sided] == [("new", "q1")]

@@ -1,0 +1,102 @@
+"""The demo's two versions: its previous release (v0.0, the draft's previous head) and the current one.
+
+The draft's vendor repo holds two heads (`hfrelease.demo.vendor`): the previous one (the draft trained for
+two epochs) and, one commit later, the current one (four epochs). The demo releases both, as a vendor
+does over time, so `hfrelease compare v0.0 v0.1` and `render --since v0.0` have two real releases to read:
+
+- `write_previous_family` turns a working copy of model_cards/demo into version 0.0: its draft pinned to the
+  previous head with that head's training provenance, and only what comparing the two drafts needs (the
+  draft, its target, and the workloads that serve the draft, each without speculation beside it; no quality
+  or draft gates), so the previous release costs the demo one eval job of the draft.
+- `push_heads` makes each vendor repo's main on the demo's Hub hold the head the working copy pins, as the
+  vendor's timeline had it: main held the previous head when v0.0 was released from it (a release from a
+  repo's own pinned weights is refused when main holds others), and the new head is pushed on top before
+  v0.1. The demo's Hub starts as a copy of the build's, whose main holds the new head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from hfrelease.demo.vendor import (
+    PREVIOUS_HEADS,
+    VENDOR_REPOS,
+    copy_training,
+    push_head,
+    read_pins,
+    read_previous_pins,
+)
+from hfrelease.errors import ConfigError, ConfigProblem
+
+PREVIOUS_VERSION = "0.0"
+_TRAINING_DIR = "draft-training"  # where the demo manifest's draft declares its provenance files
+_PREVIOUS_TRAINING = "draft-previous-training"  # the build's provenance of the previous head
+
+
+def write_previous_family(family_dir: Path, build_dir: Path, *, version: str = PREVIOUS_VERSION) -> list[str]:
+    """Rewrite the working copy `family_dir` (a copy of model_cards/demo) as the demo's previous release; return
+    what was changed, one line each. Comments of the manifest are not kept: it is a generated working copy."""
+    import tomllib
+
+    import tomli_w
+
+    manifest_file = family_dir / "release.toml"
+    data = tomllib.loads(manifest_file.read_text(encoding="utf-8"))
+    pins = {**read_pins(build_dir), **read_previous_pins(build_dir)}
+    drafts = [a for a in data.get("artifact", []) if _hub(a) in PREVIOUS_HEADS]
+    if not drafts:
+        raise ConfigError(str(manifest_file), [ConfigProblem(
+            location="artifact.source", message=f"no draft sourced from {', '.join(sorted(PREVIOUS_HEADS))}")])
+    kept = {a["id"] for a in drafts} | {a["draft"]["target"] for a in drafts if "draft" in a}
+    artifacts = [a for a in data["artifact"] if a["id"] in kept]
+    changes = [f"version {data['family']['version']} -> {version}",
+               f"artifacts: {', '.join(a['id'] for a in artifacts)} (dropped "
+               f"{', '.join(a['id'] for a in data['artifact'] if a['id'] not in kept)})"]
+    data["family"]["version"] = version
+    for artifact in artifacts:
+        repo = _hub(artifact)
+        if repo in pins:
+            artifact["source"]["revision"] = pins[repo]
+            changes.append(f"{artifact['id']}: {repo} pinned to {pins[repo]}"
+                           + (" (the previous head)" if repo in PREVIOUS_HEADS else ""))
+        if repo in PREVIOUS_HEADS:
+            # No draft gates either: the previous head (lower acceptance, by design) is measured to be compared
+            # with, and a failed gate of a published artifact would stop its release.
+            for gate in ("min_acceptance_rate", "min_speedup"):
+                artifact.get("draft", {}).pop(gate, None)
+            artifact["files"] = copy_training(build_dir, family_dir, _TRAINING_DIR, source_dir=_PREVIOUS_TRAINING)
+            changes.append(f"{artifact['id']}: the previous head's training provenance "
+                           f"({len(artifact['files'])} files)")
+    data["artifact"] = artifacts
+    configs = {s["id"] for s in data.get("speculative", []) if s.get("draft") in kept}
+    data["speculative"] = [s for s in data.get("speculative", []) if s["id"] in configs]
+    workloads = []
+    for workload in data.get("workload", []):
+        served = [c for c in workload.get("speculative", ["none"]) if c in configs]
+        if served and set(workload.get("artifacts", [])) <= kept:
+            workloads.append({**workload, "speculative": ["none", *served]})
+    data["workload"] = workloads
+    changes.append(f"workloads: {', '.join(w['id'] for w in workloads)} with "
+                   f"{', '.join(['none', *sorted(configs)])}; no quality or draft gates")
+    data.pop("gate", None)
+    manifest_file.write_text(tomli_w.dumps(data), encoding="utf-8")
+    return changes
+
+
+def push_heads(hub_root: Path, build_dir: Path, pins: Mapping[str, str]) -> list[str]:
+    """Make each vendor repo's main on the Hub in `hub_root` hold the head of `pins` (repo -> revision, as
+    `read_pins` or `read_previous_pins` give them): the build directory recorded for that revision is uploaded
+    on top of main (no commit when main already holds it). Returns one line per repo."""
+    previous = read_previous_pins(build_dir)
+    lines = []
+    for repo, revision in sorted(pins.items()):
+        directory = PREVIOUS_HEADS[repo] if previous.get(repo) == revision else VENDOR_REPOS[repo]
+        commit = push_head(hub_root, repo, build_dir / directory)
+        lines.append(f"{repo}: main holds {directory} ({revision[:12]}) at {commit[:12]}")
+    return lines
+
+
+def _hub(artifact: Mapping[str, object]) -> str | None:
+    source = artifact.get("source")
+    return str(source["hub"]) if isinstance(source, dict) and "hub" in source else None
