@@ -96,7 +96,9 @@ def _print_plan(report: EvalPlanReport) -> None:
         _print_server(server, pending=bool(pending), what="gate")
         if pending and server["in_flight"] is not None:
             flight = server["in_flight"]
-            out_console.print(f"  gates at once, {flight['in_flight']} requests in flight: {flight['reason']}",
+            # A budget from a sweep this run measures first is not known yet: the reason says what it will be.
+            count = "" if flight["source"] == "sweep-first" else f"{flight['in_flight']} "
+            out_console.print(f"  gates at once, {count}requests in flight: {flight['reason']}",
                               soft_wrap=True, markup=False)
         for gate in server["gates"]:
             mark = "recorded" if gate["cached"] else "run"
@@ -129,8 +131,9 @@ def _print_server(server: dict[str, Any], *, pending: bool, what: str) -> None:
         out_console.print(f"  pip install --no-deps --no-build-isolation {server['plugin']}", soft_wrap=True,
                           markup=False)
     if pending and server.get("on_gate_server"):
-        out_console.print(f"  (on the gate server of {server['artifact']}, after its gates: the same command)",
-                          markup=False)
+        when = ("before its gates, whose budget is this sweep's knee" if server.get("before_gates")
+                else "after its gates")
+        out_console.print(f"  (on the gate server of {server['artifact']}, {when}: the same command)", markup=False)
     out_console.print(f"  {server['serve']}" if pending else f"  (no server: every {what} is recorded)",
                       soft_wrap=True, markup=False)
 

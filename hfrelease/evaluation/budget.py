@@ -6,14 +6,16 @@ only queue: the knee. An artifact whose speed anchors swept concurrency (a workl
 budget of requests in flight equal to the knee, so the server runs where it generates most per second.
 Without a sweep the budget is the manifest's `[eval] in_flight`, else the largest `num_concurrent` of the
 artifact's gates (what one gate alone sends). The sweep counts only when it measured the artifact's
-current weights served with the gate server's own command.
+current weights served with the gate server's own command. When `hfrelease eval --speed` measures the
+artifact's sweep in the same run, it measures it on the gate server before the gates and takes the budget
+from it (`planned_sweep`, `sweep_first`, `measured_first`); the dry run says so.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
 from hfrelease.ledger.record import LedgerRecord
 from hfrelease.ledger.store import Ledger
@@ -69,7 +71,9 @@ class InFlight:
     """The requests an artifact's gates keep in flight together, and where the figure comes from."""
 
     value: int
-    source: str  # "sweep", "manifest" or "gates"
+    # "sweep", "manifest" or "gates"; "sweep-first": the knee of a sweep this run measures before the gates,
+    # `value` being the fallback used if that sweep is not recorded (a dry run's plan)
+    source: str
     reason: str  # the figure's origin in words (shown by --dry-run and kept in each gate record)
     sweep: Sweep | None = None
 
@@ -119,3 +123,51 @@ def choose_in_flight(manifest: Manifest, gates: Sequence[Gate], sweep: Sweep | N
     value = max((g.num_concurrent for g in gates), default=1)
     return InFlight(value=value, source="gates", reason=(
         "the largest num_concurrent of its gates (no concurrency sweep recorded, no [eval] in_flight)"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedSweep:
+    """A concurrency sweep a run's speed plan measures: a workload's levels (no speculation), some pending."""
+
+    workload_id: str
+    levels: tuple[int, ...]
+
+    def describe(self) -> str:
+        return f"workload {self.workload_id!r} at concurrency {', '.join(map(str, self.levels))}"
+
+
+def planned_sweep(points: Iterable[tuple[str, int, bool]]) -> PlannedSweep | None:
+    """The sweep among a no-speculation speed job's `points` ((workload, concurrency, pending) each; context
+    sweeps left out) that measuring them would record: the workload with the most concurrency levels, at least
+    two, one of them pending (all recorded, the plan already found the sweep in the ledger)."""
+    levels: dict[str, set[int]] = {}
+    pending: set[str] = set()
+    for workload, concurrency, is_pending in points:
+        levels.setdefault(workload, set()).add(concurrency)
+        if is_pending:
+            pending.add(workload)
+    candidates = [(len(found), workload) for workload, found in levels.items() if len(found) > 1]
+    if not candidates:
+        return None
+    _, workload = max(candidates)
+    if workload not in pending:
+        return None
+    return PlannedSweep(workload_id=workload, levels=tuple(sorted(levels[workload])))
+
+
+def sweep_first(fallback: InFlight, planned: PlannedSweep) -> InFlight:
+    """What a dry run shows for gates whose budget will come from a sweep measured just before them."""
+    return InFlight(value=fallback.value, source="sweep-first", sweep=fallback.sweep, reason=(
+        f"the knee of the concurrency sweep of {planned.describe()}, measured on this server first, before the "
+        f"gates, in this run (the figure is known once it is measured); if it is not recorded, "
+        f"{fallback.value}: {fallback.reason}"))
+
+
+def measured_first(manifest: Manifest, gates: Sequence[Gate], sweep: Sweep | None, fallback: InFlight) -> InFlight:
+    """The budget once the run has measured the artifact's sweep on its gate server: the knee of the sweep now
+    in the ledger (`sweep`, from `find_sweep`), else `fallback` (the sweep failed), saying so."""
+    if sweep is None:
+        return replace(fallback, reason=f"{fallback.reason}; the concurrency sweep measured first in this run "
+                                        "was not recorded")
+    chosen = choose_in_flight(manifest, gates, sweep)
+    return replace(chosen, reason=f"{chosen.reason}, measured on this server just before the gates")

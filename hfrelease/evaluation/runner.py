@@ -68,6 +68,7 @@ from hfrelease.sources import artifact_content
 # A gate run measured in this process: (artifact id, gate id, seed): a gate with `seeds` has one run per seed.
 RunKey = tuple[str, str, int]
 AfterGates = Callable[[ServerJob, VllmServer, ServeCommand], None]
+BeforeGates = Callable[[ServerJob, VllmServer, ServeCommand], ServerJob]  # the job to run, maybe a new budget
 
 
 class EvalEvents(Protocol):
@@ -185,12 +186,15 @@ def run_eval(
     after_gates: AfterGates | None = None,
     request_cache: Path | None = None,
     force: bool = False,
+    before_gates: BeforeGates | None = None,
 ) -> EvalReport:
     """Measure every pending gate of `plan`, record each, then judge every gate against the reference.
 
     `after_gates(job, server, command)` is called with each server this run started, once its gates are
     done and before it is stopped: `hfrelease eval --speed` measures the no-speculation speed points on it
-    instead of starting the same server again. `request_cache` is the directory where each lm-eval gate
+    instead of starting the same server again. `before_gates(job, server, command)`, called before the
+    gates on each server this run started, returns the job to run: with the artifact's concurrency sweep
+    measured on that server first, the budget taken from it. `request_cache` is the directory where each lm-eval gate
     keeps its answered requests until its record is written (see `RequestCache`); with `force` an
     interrupted run's answers are not reused.
     """
@@ -216,7 +220,8 @@ def run_eval(
             server, command = _start(manifest, job, run_dir=run_dir, events=events, base_env=base_env)
             started += 1
             try:
-                n, paths, load = _gates_with_load(manifest, job, server.endpoint.base_url, server, command,
+                ready = before_gates(job, server, command) if before_gates is not None else job
+                n, paths, load = _gates_with_load(manifest, ready, server.endpoint.base_url, server, command,
                                                   ledger=ledger, events=events, measured=measured, log_dir=run_dir,
                                                   request_cache=request_cache, force=force, hash_cache=hash_cache)
                 if after_gates is not None:

@@ -6,15 +6,16 @@ and the server works at the concurrency where it is fastest (`hfrelease.evaluati
 takes a slot of the artifact's budget before it is sent, so together the gates never keep more requests in
 flight than the budget.
 
-Each lm-eval gate runs in a process of its own (`gate_process`: lm-eval's global seeding and its asyncio
-loop make threads unsafe), so its samples and seeds are those of a run alone; custom and fidelity gates
-run in threads of this process and take one slot while they run. What stays as in the sequential schedule:
-each gate is recorded the moment it finishes; its answered requests are in its request cache as they arrive;
-one stall watchdog watches all of them (progress summed over the gates) and the server's watchdog its
-death, both by interrupting the main thread, which then stops every gate's process. A gate whose requests
-failed or timed out lets the others finish and be recorded before its error is raised; a dead or stalled
-server stops them all at once. At most `MAX_GATES` gates run at a time (each lm-eval process holds its
-task data); the rest start as others finish.
+Each lm-eval gate runs in a process of its own (`gate_process`: lm-eval's global seeding and its asyncio loop
+make threads unsafe), so its samples and seeds are those of a run alone; custom and fidelity gates run in
+threads of this process and hold slots while they run: a fidelity gate one, a custom gate its declared
+`num_concurrent` (the requests its command sends at once; at most the whole budget, `gate_slots`). What stays
+as in the sequential schedule: each gate is recorded the moment it finishes; its answered requests are in its
+request cache as they arrive; one stall watchdog watches all of them (progress summed over the gates) and the
+server's watchdog its death, both by interrupting the main thread, which then stops every gate's process. A
+gate whose requests failed or timed out lets the others finish and be recorded before its error is raised; a
+dead or stalled server stops them all at once. At most `MAX_GATES` gates run at a time (each lm-eval process
+holds its task data); the rest start as others finish.
 
 Batch composition can change a greedy answer (the same request batched with different neighbours takes
 other kernels' rounding paths), so a concurrent run may differ from a sequential one in a few samples:
@@ -25,7 +26,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -97,6 +99,7 @@ def run_at_once(context: GateContext, *, in_flight: int) -> tuple[int, list[Path
     jobs = list(context.job.pending)
     names = [j.gate.id for j in jobs]
     slots = request_slots(in_flight)
+    gathering = threading.Lock()  # one thread gate at a time gathers its slots (`holding`)
     progress = Progress()
     timeout = max(gate_request_timeout(j.gate) for j in jobs)
     # One watchdog for all: the server is stalled only when none of the gates' requests moves.
@@ -111,7 +114,7 @@ def run_at_once(context: GateContext, *, in_flight: int) -> tuple[int, list[Path
         with watch, stderr_to(context.log_dir / "lm-eval.log"):
             while waiting or running:
                 while waiting and len(running) < MAX_GATES:
-                    running.append(_start(context, waiting.pop(0), slots, in_flight))
+                    running.append(_start(context, waiting.pop(0), slots, in_flight, gathering))
                 _wait(context, running)
                 done, total = (sum(r.done for r in running), sum(r.total for r in running))
                 progress.update(done, total)
@@ -135,9 +138,11 @@ def run_at_once(context: GateContext, *, in_flight: int) -> tuple[int, list[Path
                         continue
                     requests += run.requests
                     beside = [n for n in names if n != item.gate_job.gate.id]
+                    schedule: dict[str, Any] = {"in_flight": in_flight, "beside": beside}
+                    if item.thread is not None:
+                        schedule["slots"] = gate_slots(item.gate_job.gate, in_flight)
                     written.append(context.finish(item.gate_job, run, failure, started_at=item.started_at,
-                                                  duration=time.monotonic() - item.t0,
-                                                  schedule={"in_flight": in_flight, "beside": beside}))
+                                                  duration=time.monotonic() - item.t0, schedule=schedule))
     except KeyboardInterrupt:
         # A watchdog records why before it interrupts the main thread.
         reason = context.interrupted()
@@ -154,7 +159,30 @@ def run_at_once(context: GateContext, *, in_flight: int) -> tuple[int, list[Path
     return requests, written
 
 
-def _start(context: GateContext, gate_job: GateJob, slots: Any, in_flight: int) -> _Running:
+def gate_slots(gate: Gate, in_flight: int) -> int:
+    """The slots of the budget a gate run in a thread holds while it runs: a custom gate's declared
+    `num_concurrent` (the requests it sends at once), capped at the whole budget; a fidelity gate's one (it
+    sends one request at a time). An lm-eval gate takes a slot per request instead (`gate_process`)."""
+    custom = gate.command is not None or gate.entry_point is not None
+    return min(gate.num_concurrent, in_flight) if custom else 1
+
+
+@contextmanager
+def holding(slots: Any, count: int, gathering: threading.Lock) -> Iterator[None]:
+    """Hold `count` slots of `slots` while the block runs. Slots are gathered under `gathering`, one gate at a
+    time: two gates each holding part of what they need could otherwise wait for each other for ever."""
+    with gathering:
+        for _ in range(count):
+            slots.acquire()
+    try:
+        yield
+    finally:
+        for _ in range(count):
+            slots.release()
+
+
+def _start(context: GateContext, gate_job: GateJob, slots: Any, in_flight: int,
+           gathering: threading.Lock | None = None) -> _Running:
     aid, gate = context.job.artifact.id, gate_job.gate
     context.events.gate_progress(aid, gate_job.label, 0, 0)
     item = _Running(gate_job=gate_job, started_at=now_utc_iso(), t0=time.monotonic())
@@ -170,14 +198,13 @@ def _start(context: GateContext, gate_job: GateJob, slots: Any, in_flight: int) 
         context.events.gate_progress(aid, item.gate_job.label, done, total)
 
     def measure() -> None:
-        slots.acquire()  # one slot for the whole gate: it sends its requests one at a time
         try:
-            result: GateRun = context.measure(gate_job, cache, on_progress, redirect=False)
+            # Its slots for the whole gate: the requests it sends at once (`gate_slots`).
+            with holding(slots, gate_slots(gate, in_flight), gathering or threading.Lock()):
+                result: GateRun = context.measure(gate_job, cache, on_progress, redirect=False)
             item.outcome = ("result", result)
         except BaseException as exc:  # handed to the main thread, which classifies it
             item.outcome = ("error", exc)
-        finally:
-            slots.release()
 
     item.thread = threading.Thread(target=measure, name=f"gate-{gate.id}", daemon=True)
     item.thread.start()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from hfrelease.errors import ConfigProblem
 
@@ -97,6 +97,38 @@ def check_gate_seeds(data: Mapping[str, Any]) -> list[ConfigProblem]:
             problem("the gate is greedy (temperature 0): every seed would give the same answers; set temperature "
                     "(e.g. 0.6, with top_p) to sample, or remove seeds")
     return problems
+
+
+def check_gate_concurrency(data: Mapping[str, Any]) -> list[ConfigProblem]:
+    """A custom gate declares no more requests at once than the `[eval] in_flight` budget it would share.
+
+    A custom gate holds `num_concurrent` slots of its artifact's budget while it runs (its command sends
+    that many requests at once): more than the whole budget, the gates together would keep more requests
+    in flight than the budget allows. Checked when `[eval] in_flight` is given and the schedule is the
+    concurrent one; a budget taken from a measured sweep is only known at run time, where such a gate
+    holds every slot (`hfrelease.evaluation.schedule.gate_slots`). The value's type and sign are the
+    schema's (`Gate.num_concurrent`).
+    """
+    table = data.get("eval")
+    budget = table.get("in_flight") if isinstance(table, Mapping) else None
+    schedule = table.get("schedule", "concurrent") if isinstance(table, Mapping) else "concurrent"
+    if not _is_int(budget) or schedule != "concurrent":
+        return []
+    problems: list[ConfigProblem] = []
+    for index, gate in _gates(data):
+        value = gate.get("num_concurrent")
+        if (gate.get("command") is None and gate.get("entry_point") is None) or not _is_int(value):
+            continue
+        if value > budget:
+            problems.append(ConfigProblem(location=f"gate[{index}].num_concurrent", message=(
+                f"this custom gate sends {value} requests at once, more than [eval] in_flight = {budget}, the "
+                "budget the artifact's gates share: lower num_concurrent to at most "
+                f"{budget} or raise in_flight")))
+    return problems
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_prompt_sets(data: Mapping[str, Any], root: Path) -> list[ConfigProblem]:

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from hfrelease.errors import ConfigError, ConfigProblem
-from hfrelease.manifest.gate_rules import check_gate_kinds, check_gate_seeds, check_prompt_sets
+from hfrelease.manifest.gate_rules import check_gate_concurrency, check_gate_kinds, check_gate_seeds, check_prompt_sets
 from hfrelease.manifest.model import Manifest
 from hfrelease.manifest.references import check_paths, check_references, check_repo_ids, suggest
 
@@ -149,6 +149,7 @@ def validate_manifest(
     problems.extend(check_repo_ids(data))
     problems.extend(check_gate_kinds(data))
     problems.extend(check_gate_seeds(data))
+    problems.extend(check_gate_concurrency(data))
     if check_files:
         problems.extend(check_paths(data, root))
         problems.extend(check_prompt_sets(data, root))

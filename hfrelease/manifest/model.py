@@ -313,6 +313,11 @@ class Gate(Table):
         # other gate must give get their fidelity meaning here (gate_rules refuses a margin written anyway).
         if isinstance(data, dict) and data.get("fidelity") is not None:
             return {"metric": FIDELITY_METRIC, "margin": 0.0, "mode": "non-thinking", **data}
+        # A custom gate's num_concurrent declares how many requests its command or function sends at once
+        # (the slots of the artifact's budget it holds while it runs: hfrelease.evaluation.schedule); one
+        # unless it says more, where an lm-eval gate's default is the 8 lm-eval keeps in flight.
+        if isinstance(data, dict) and (data.get("command") is not None or data.get("entry_point") is not None):
+            return {"num_concurrent": 1, **data}
         return data
 
     id: Slug
@@ -342,6 +347,8 @@ class Gate(Table):
     # Minimum recovery (artifact mean / reference mean; the field's >= 0.95 convention), when set
     min_recovery: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
     max_truncated: Fraction = 0.05  # above this share of cut-off/empty answers the run is void
+    # lm-eval gate: its requests in flight when gates run one after another ([eval] schedule). Custom gate
+    # (default 1): the requests it sends at once, which it holds of the shared budget under the concurrent one.
     num_concurrent: PositiveInt = 8
     # Seconds one request may take before it counts as failed; default derived from max_tokens
     # (hfrelease.evaluation.timeouts). Not part of what a result is keyed by: it bounds a wait, not a value.

@@ -18,8 +18,9 @@ from hfrelease.errors import ExitCode, UsageError
 from hfrelease.stages.runner import cache_dir, default_hash_cache, run_stamp, stage_signals, worst
 
 if TYPE_CHECKING:
+    from hfrelease.evaluation.budget import PlannedSweep
     from hfrelease.evaluation.plan import EvalPlan, ServerJob
-    from hfrelease.evaluation.runner import AfterGates, EvalEvents, EvalReport
+    from hfrelease.evaluation.runner import EvalEvents, EvalReport
     from hfrelease.hashing import HashCache
     from hfrelease.ledger.store import Ledger
     from hfrelease.manifest import Manifest
@@ -99,6 +100,7 @@ class EvalPlanReport:
     gates: EvalPlan | None = None
     speed: SpeedPlan | None = None
     gate_servers: frozenset[str] = frozenset()  # artifacts whose no-speculation points run on the gate server
+    sweeps_first: frozenset[str] = frozenset()  # ... before the gates: a concurrency sweep, their budget
 
     @property
     def exit_code(self) -> ExitCode:
@@ -109,7 +111,7 @@ class EvalPlanReport:
 
         data = gate_plan_dict(self.gates) if self.gates is not None else {}
         if self.speed is not None:
-            data["speed"] = speed_plan_dict(self.speed, self.gate_servers)
+            data["speed"] = speed_plan_dict(self.speed, self.gate_servers, self.sweeps_first)
         return data
 
 
@@ -198,8 +200,39 @@ def plan_eval_stage(settings: EvalSettings, *, cache: HashCache | None = None) -
     gates = _plan_gates(job, settings, ledger=ledger, cache=cache, dry_run=True)
     if not job.speed:
         return EvalPlanReport(gates=gates)
-    return EvalPlanReport(gates=gates, speed=_plan_speed(job, settings, ledger=ledger, cache=cache, dry_run=True),
-                          gate_servers=frozenset(j.artifact.id for j in gates.servers if j.pending))
+    speed = _plan_speed(job, settings, ledger=ledger, cache=cache, dry_run=True)
+    first = sweeps_first(gates, speed)
+    return EvalPlanReport(gates=_with_budgets_to_measure(gates, first), speed=speed,
+                          gate_servers=frozenset(j.artifact.id for j in gates.servers if j.pending),
+                          sweeps_first=frozenset(first))
+
+
+def sweeps_first(gates: EvalPlan, speed: SpeedPlan) -> dict[str, PlannedSweep]:
+    """Per artifact whose gates run at once on a server this run starts, the concurrency sweep its
+    no-speculation speed points would record: those points are measured on the gate server before the gates
+    (not after, as other shared points are), so the sweep's knee is the gates' budget in this very run."""
+    from hfrelease.evaluation.budget import planned_sweep
+
+    at_once = {j.artifact.id for j in gates.servers if j.pending and j.concurrent}
+    found: dict[str, PlannedSweep] = {}
+    for job in speed.servers:
+        if job.speculative is None and job.artifact.id in at_once and job.pending:
+            planned = planned_sweep((p.workload.id, p.concurrency, p.pending) for p in job.points
+                                    if p.input_len is None)  # a context-length sweep is not a concurrency sweep
+            if planned is not None:
+                found[job.artifact.id] = planned
+    return found
+
+
+def _with_budgets_to_measure(plan: EvalPlan, first: dict[str, PlannedSweep]) -> EvalPlan:
+    """`plan` as a dry run shows it: the budget of gates measured after a sweep says it comes from that sweep."""
+    from dataclasses import replace
+
+    from hfrelease.evaluation.budget import sweep_first
+
+    return replace(plan, servers=tuple(
+        replace(j, in_flight=sweep_first(j.in_flight, first[j.artifact.id]))
+        if j.in_flight is not None and j.artifact.id in first else j for j in plan.servers))
 
 
 def run_eval_stage(
@@ -228,7 +261,7 @@ def run_eval_stage(
             speed_plan = _plan_speed(job, settings, ledger=ledger, cache=cache, dry_run=False)
             session = SpeedSession(speed_plan, ledger=ledger, run_dir=run_dir)
         gates = _run_gates(gate_plan, settings, ledger=ledger, cache=cache, run_dir=run_dir, views=views,
-                           session=session)
+                           session=session, first=sweeps_first(gate_plan, session.plan) if session else {})
         cache.save()
         speed = _run_speed(session, views) if session is not None else None
         return EvalStageReport(gates=gates, speed=speed, hash_bytes_read=cache.bytes_read)
@@ -236,13 +269,15 @@ def run_eval_stage(
 
 def _run_gates(
     plan: EvalPlan, settings: EvalSettings, *, ledger: Ledger, cache: HashCache, run_dir: Path, views: EvalViews,
-    session: SpeedSession | None,
+    session: SpeedSession | None, first: dict[str, PlannedSweep],
 ) -> EvalReport:
     from hfrelease.evaluation.runner import run_eval
 
     with views.gates(plan, run_dir) as events:
+        sharing = _Sharing(session, events, ledger=ledger, sweeps_first=first) if session is not None else None
         report = run_eval(plan, ledger=ledger, run_dir=run_dir, hash_cache=cache, endpoint=settings.endpoint,
-                          events=events, after_gates=_sharing(session, events) if session is not None else None,
+                          events=events, after_gates=sharing.after if sharing else None,
+                          before_gates=sharing.before if sharing else None,
                           request_cache=cache_dir() / "requests", force=settings.force)
     ci_summary(gates=report)
     return report
@@ -275,15 +310,43 @@ class _SpeedOnGateServer:
         self.events.log(message)
 
 
-def _sharing(session: SpeedSession, events: EvalEvents) -> AfterGates:
-    """The `after_gates` hook that measures an artifact's no-speculation speed points on its gate server."""
+class _Sharing:
+    """The hooks that measure an artifact's no-speculation speed points on its gate server: after its gates,
+    or before them when those points record the artifact's concurrency sweep (`sweeps_first`), whose knee
+    then becomes the gates' budget (`hfrelease.evaluation.budget.measured_first`)."""
 
-    def after_gates(job: ServerJob, server: VllmServer, command: ServeCommand) -> None:
-        speed_job = session.shareable(job.artifact.id, command)
-        if speed_job is not None:
-            session.measure_on(speed_job, server, command, events=_SpeedOnGateServer(events, job.artifact.id))
+    def __init__(self, session: SpeedSession, events: EvalEvents, *, ledger: Ledger,
+                 sweeps_first: dict[str, PlannedSweep]) -> None:
+        self.session = session
+        self.events = events
+        self.ledger = ledger
+        self.sweeps_first = sweeps_first
 
-    return after_gates
+    def before(self, job: ServerJob, server: VllmServer, command: ServeCommand) -> ServerJob:
+        from dataclasses import replace
+
+        from hfrelease.evaluation.budget import find_sweep, measured_first
+
+        if job.artifact.id not in self.sweeps_first or job.in_flight is None or job.content is None:
+            return job
+        if not self._measure(job, server, command):
+            return job
+        sweep = find_sweep(self.ledger, artifact_id=job.artifact.id, content_sha256=job.content.sha256,
+                           serve_display=job.public.display())
+        manifest = self.session.plan.manifest
+        in_flight = measured_first(manifest, [g.gate for g in job.pending], sweep, job.in_flight)
+        self.events.log(f"{job.artifact.id}: gates at once, {in_flight.value} requests in flight: {in_flight.reason}")
+        return replace(job, in_flight=in_flight, sweep=sweep or job.sweep)
+
+    def after(self, job: ServerJob, server: VllmServer, command: ServeCommand) -> None:
+        self._measure(job, server, command)
+
+    def _measure(self, job: ServerJob, server: VllmServer, command: ServeCommand) -> bool:
+        speed_job = self.session.shareable(job.artifact.id, command)
+        if speed_job is None:
+            return False
+        self.session.measure_on(speed_job, server, command, events=_SpeedOnGateServer(self.events, job.artifact.id))
+        return True
 
 
 def ci_summary(*, gates: EvalReport | None = None, speed: SpeedReport | None = None) -> None:

@@ -51,10 +51,12 @@ def gate_plan_dict(plan: EvalPlan) -> dict[str, Any]:
     return {"family": plan.manifest.family.name, "pending": plan.pending, "servers": servers}
 
 
-def speed_plan_dict(plan: SpeedPlan, gate_servers: frozenset[str] = frozenset()) -> dict[str, Any]:
+def speed_plan_dict(plan: SpeedPlan, gate_servers: frozenset[str] = frozenset(),
+                    sweeps_first: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The speed plan: per (artifact, config) server its command and each point's benchmark commands.
 
-    `gate_servers`: artifacts whose gate server starts anyway; their no-speculation points run on it.
+    `gate_servers`: artifacts whose gate server starts anyway; their no-speculation points run on it, after
+    the gates, or before them for the artifacts in `sweeps_first` (their concurrency sweep sets the budget).
     """
     from hfrelease.speed import bench
     from hfrelease.speed.runner import point_steps, serve_command
@@ -74,5 +76,6 @@ def speed_plan_dict(plan: SpeedPlan, gate_servers: frozenset[str] = frozenset())
                         "draft": job.draft.id if job.draft else None, "serve": display_with_port(command),
                         "argv": port_placeholder(command.argv), "plugin": job.public.plugin, "points": points,
                         "unknown": job.unknown,
-                        "on_gate_server": job.speculative is None and job.artifact.id in gate_servers})
+                        "on_gate_server": job.speculative is None and job.artifact.id in gate_servers,
+                        "before_gates": job.speculative is None and job.artifact.id in sweeps_first})
     return {"family": plan.manifest.family.name, "pending": plan.pending, "servers": servers}
