@@ -211,6 +211,14 @@ def main() -> None:
             "by_hand_s": round(runner.hand_seconds, 1),
         }
         print(json.dumps(summary, indent=2))
+        if noise is not None:
+            # The answer this benchmark exists for, last and on one line: is hfrelease's tok/s against the
+            # by-hand command inside the spread the same command shows against itself in this run?
+            print(f"VERDICT: {summary['verdict']}: {summary['points_within_noise']} points' hfrelease / by hand "
+                  f"(paired {min(paired_all):.3f}-{max(paired_all):.3f}) inside the A/A control's spread "
+                  f"[{noise[0]:.3f}, {noise[1]:.3f}]")
+        else:
+            print("VERDICT: none (run with --control to measure the machine's noise in the same run)")
 
 
 if __name__ == "__main__":
