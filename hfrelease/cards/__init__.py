@@ -6,9 +6,10 @@
     check_cards(manifest, inputs=inputs)        # lint before publishing
 """
 
+from hfrelease.cards.card_text import read_cards
 from hfrelease.cards.errors import CardError, CardLintError, MissingMeasurementError
 from hfrelease.cards.inputs import CardInputs, RecordEntry, entry_for, read_inputs
-from hfrelease.cards.lint import check_cards, lint_cards, read_cards
+from hfrelease.cards.lint import check_cards, lint_cards
 from hfrelease.cards.render import RenderedCard, RenderedFamily, render_family
 from hfrelease.cards.write import apply_changes, plan_changes, unified_diff
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from card_fixtures import LEDGER_DEMO
 
 from hfrelease.cards import CardInputs, lint_cards, render_family
-from hfrelease.cards.lint import CardText
+from hfrelease.cards.card_text import CardText
 from hfrelease.compare import compare_family
 from hfrelease.compare.report import format_value
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hfrelease.cards import CardInputs, CardLintError, check_cards, lint_cards, read_cards, render_family
-from hfrelease.cards.lint import CardText
+from hfrelease.cards.card_text import CardText
 from hfrelease.cards.write import apply_changes, plan_changes
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hfrelease.cards import CardError, CardInputs, entry_for, lint_cards, render_family
-from hfrelease.cards.lint import CardText
+from hfrelease.cards.card_text import CardText
 from hfrelease.cards.memory import GIB
 from hfrelease.manifest import Manifest
 

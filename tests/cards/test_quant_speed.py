@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from hfrelease.cards import CardInputs, lint_cards, render_family
-from hfrelease.cards.lint import CardText
+from hfrelease.cards.card_text import CardText
 
 TIMES, DASH = "\u00d7", "\u2013"
 

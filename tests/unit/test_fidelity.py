@@ -349,7 +349,8 @@ def test_cards_show_a_fidelity_section_with_every_figure_traced(
     record = Ledger(family.ledger_dir).records(artifact_id="fp8", subject_id="fidelity")[0]
     assert float(kl.text) == pytest.approx(record.metrics["kl"].value, abs=5e-5)
     assert "lower bound of the true KL" in section
-    from hfrelease.cards.lint import CardText, lint_cards
+    from hfrelease.cards.card_text import CardText
+    from hfrelease.cards.lint import lint_cards
 
     cards = [CardText(artifact_id=c.artifact_id, path=family.root / c.artifact_id / "README.md", text=c.readme)
              for c in rendered.cards]
