@@ -43,7 +43,8 @@ _Signature = tuple[int, int, int, int, int]
 
 @dataclass(frozen=True, kw_only=True)
 class FileHash:
-    """One file's digest; `path` is relative to the artifact directory, with "/" separators."""
+    """One file's digest; `path` is relative to the artifact directory (or, in a MANIFEST, to the repo), with
+    "/" separators."""
 
     path: str
     size: int

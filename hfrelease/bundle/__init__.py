@@ -1,6 +1,6 @@
 """Bundle: the files each repo of a release will hold, with a MANIFEST of their sha256 and size (see `plan.py`)."""
 
-from hfrelease.bundle.checksums import MANIFEST_NAME, ManifestEntry, parse_manifest, render_manifest
+from hfrelease.bundle.checksums import MANIFEST_NAME, parse_manifest, render_manifest
 from hfrelease.bundle.gather import Refusal, file_problems
 from hfrelease.bundle.plan import BundleFile, BundleRefusedError, FamilyBundle, RepoBundle, bundle_family
 from hfrelease.bundle.plugin_check import PluginCheckError, PluginReport, check_plugin
@@ -13,7 +13,6 @@ __all__ = [
     "BundleMismatchError",
     "BundleRefusedError",
     "FamilyBundle",
-    "ManifestEntry",
     "PluginCheckError",
     "PluginReport",
     "Refusal",

@@ -17,21 +17,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from hfrelease.hashing import FileHash
 
 MANIFEST_NAME = "MANIFEST"
 FORMAT_VERSION = 1
 _LINE = re.compile(r"^([0-9a-f]{64}) ([0-9]+) (.+)$")
 
 
-@dataclass(frozen=True, kw_only=True)
-class ManifestEntry:
-    path: str
-    size: int
-    sha256: str
-
-
-def render_manifest(entries: Iterable[ManifestEntry], *, header: Iterable[str] = ()) -> bytes:
+def render_manifest(entries: Iterable[FileHash], *, header: Iterable[str] = ()) -> bytes:
     """The MANIFEST bytes for `entries` (sorted by path here, whatever order they come in)."""
     lines = [f"# hfrelease MANIFEST {FORMAT_VERSION}"]
     lines += [f"# {line}" for line in header]
@@ -43,9 +37,9 @@ def render_manifest(entries: Iterable[ManifestEntry], *, header: Iterable[str] =
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
-def parse_manifest(data: bytes) -> dict[str, ManifestEntry]:
+def parse_manifest(data: bytes) -> dict[str, FileHash]:
     """Entries of a MANIFEST, by path; a malformed line is a ValueError naming it."""
-    entries: dict[str, ManifestEntry] = {}
+    entries: dict[str, FileHash] = {}
     for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
         if not line.strip() or line.startswith("#"):
             continue
@@ -53,5 +47,5 @@ def parse_manifest(data: bytes) -> dict[str, ManifestEntry]:
         if match is None:
             raise ValueError(f"MANIFEST line {number} is not '<sha256> <size> <path>': {line[:120]!r}")
         sha, size, path = match.groups()
-        entries[path] = ManifestEntry(path=path, size=int(size), sha256=sha)
+        entries[path] = FileHash(path=path, size=int(size), sha256=sha)
     return entries

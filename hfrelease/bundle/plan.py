@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hfrelease.bundle.checksums import MANIFEST_NAME, ManifestEntry, render_manifest
+from hfrelease.bundle.checksums import MANIFEST_NAME, render_manifest
 from hfrelease.bundle.gather import (
     PLUGIN_PREFIX,
     Candidates,
@@ -224,7 +224,7 @@ def _repo_bundle(
         f"artifact: {artifact.id} -> {artifact.repo}",
         f"weights sha256: {content_hash}",
     ]
-    content = render_manifest((ManifestEntry(path=f.path, size=f.size, sha256=f.sha256) for f in files), header=header)
+    content = render_manifest((FileHash(path=f.path, size=f.size, sha256=f.sha256) for f in files), header=header)
     files.append(
         BundleFile(path=MANIFEST_NAME, size=len(content), sha256=hashlib.sha256(content).hexdigest(), role="manifest",
                    content=content)

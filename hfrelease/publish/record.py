@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hfrelease.atomic import write_atomic
-from hfrelease.bundle import MANIFEST_NAME, ManifestEntry, RepoBundle, parse_manifest
+from hfrelease.bundle import MANIFEST_NAME, RepoBundle, parse_manifest
+from hfrelease.hashing import FileHash
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,7 +23,7 @@ class LocalBundle:
     """One repo's bundle as found on this machine: its MANIFEST's entries and the MANIFEST's own sha256."""
 
     path: Path  # the MANIFEST file read
-    entries: dict[str, ManifestEntry]
+    entries: dict[str, FileHash]
     manifest_sha256: str
 
 

@@ -18,8 +18,9 @@ from huggingface_hub import HfApi, hf_hub_url, hf_raise_for_status, snapshot_dow
 # Documented public helpers (huggingface_hub's "Utilities" reference), exported lazily, which mypy cannot see.
 from huggingface_hub.utils import build_hf_headers, http_backoff  # type: ignore[attr-defined]
 
-from hfrelease.bundle import ATTESTATION_NAME, MANIFEST_NAME, ManifestEntry, RepoBundle, parse_manifest
+from hfrelease.bundle import ATTESTATION_NAME, MANIFEST_NAME, RepoBundle, parse_manifest
 from hfrelease.errors import PublishError
+from hfrelease.hashing import FileHash
 from hfrelease.publish.remote import KEPT, RemoteFile, compare, read_revision
 
 _READ_BACK = (MANIFEST_NAME, "README.md")
@@ -110,7 +111,7 @@ def check_release(
     tag: str,
     directory: Path,
     api: HfApi,
-    local: Mapping[str, ManifestEntry] | None = None,
+    local: Mapping[str, FileHash] | None = None,
     local_manifest_sha256: str | None = None,
     attested_by: str | None = None,
 ) -> ReleaseCheck:
@@ -143,7 +144,7 @@ def check_release(
     downloaded = {p.relative_to(directory).as_posix(): p for p in sorted(directory.rglob("*"))
                   if p.is_file() and not p.relative_to(directory).as_posix().startswith(".cache/")}
     problems: list[str] = []
-    carried: dict[str, ManifestEntry] = {}
+    carried: dict[str, FileHash] = {}
     if MANIFEST_NAME not in downloaded:
         problems.append(f"{MANIFEST_NAME}: not in the release")
     else:
@@ -175,8 +176,8 @@ def check_release(
 
 
 def _file_problems(
-    path: str, digest: _Digest, *, hub: RemoteFile | None, carried: ManifestEntry | None,
-    local: ManifestEntry | None, has_local: bool, has_manifest: bool,
+    path: str, digest: _Digest, *, hub: RemoteFile | None, carried: FileHash | None,
+    local: FileHash | None, has_local: bool, has_manifest: bool,
 ) -> list[str]:  # fmt: skip
     found = []
     if hub is None:
