@@ -1,9 +1,15 @@
-"""Shared fixtures: the repository's paths, and the offline environment every test runs in."""
+"""Shared fixtures: the repository's paths, the offline environment every test runs in, and the seal of `unit` tests.
+
+Tests live in the folder of the package they test (tests/<package>/, checked by tests/test_tests_layout.py);
+what kind of test one is, is a marker: `slow` (starts real servers, trains or quantizes) or `unit` (fast and
+sealed: no network, no processes unless `allow_subprocess`).
+"""
 
 from __future__ import annotations
 
 import os
 import socket
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +18,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# Fixtures shared across folders: the demo family's session fixtures (one build, one vendor Hub per session,
+# whichever folders use them), and gate families with fake OpenAI servers.
+pytest_plugins = ["tests.demo_session", "tests.gate_fixtures"]
 
 # Nothing may be fetched from the Hugging Face Hub at test time.
 for _name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
@@ -47,6 +57,31 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", connect)
 
 
+@pytest.fixture(scope="session")
+def vllm_parser_loaded() -> None:
+    """vLLM's argument parser (the serve guard's), loaded once before any test is sealed: importing vLLM
+    runs `file` and `uname` through py-cpuinfo, which the seal would refuse."""
+    from hfrelease.serving.guard import vllm_parser
+
+    vllm_parser()
+
+
+@pytest.fixture(autouse=True)
+def _sealed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `unit` test cannot reach the network or start a process by accident (`allow_subprocess` lifts the
+    second)."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+    request.getfixturevalue("vllm_parser_loaded")
+    request.getfixturevalue("loopback_only")
+    if request.node.get_closest_marker("allow_subprocess") is None:
+
+        def no_process(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError(f"unit test tried to start a process: {args[:1]!r}")
+
+        monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
+
+
 @pytest.fixture
 def isolated_hub_client(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, loopback_only: None) -> None:
     """huggingface_hub talking only to a local Hub: no Xet, offline mode lifted for loopback, and no token
@@ -63,7 +98,7 @@ def isolated_hub_client(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, loopbac
 def public_hub(monkeypatch: pytest.MonkeyPatch) -> None:
     """huggingface_hub's default endpoint (huggingface.co) with offline mode on, as on a machine with no Hub.
 
-    The session's vendor Hub (tests/integration/conftest.py) sets HF_ENDPOINT to a loopback server for the
+    The session's vendor Hub (tests/demo_session.py) sets HF_ENDPOINT to a loopback server for the
     tests that come after it; a test about the Hub being out of reach must not depend on running first.
     """
     from huggingface_hub import constants

@@ -14,7 +14,7 @@ process of its user (`/proc/<pid>/environ`). So the rule is per job, over the wh
   repository, or a URL with its sha256.
 
 A job may be one or the other, never both; `id-token: write` only beside the protected environment.
-tests/ci/test_workflow_isolation.py applies the rule to every rendered workflow (the repository's and
+tests/actions/test_workflow_isolation.py applies the rule to every rendered workflow (the repository's and
 `init --github`'s).
 """
 

@@ -17,7 +17,7 @@ from hfrelease.manifest import load_manifest
 from hfrelease.publish import publish_family
 from hfrelease.publish.attestation import IN_TOTO, attestation_problems, statement
 from hfrelease.release.verification import verify_family
-from tests.publish.conftest import TOKEN, fake_plugin_check
+from tests.publish_family import TOKEN, fake_plugin_check
 
 
 def sigstore_bundle(subjects: dict[str, bytes]) -> bytes:

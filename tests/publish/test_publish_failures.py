@@ -19,7 +19,7 @@ from hfrelease.hub import FaultRule, HubServer
 from hfrelease.manifest import load_manifest
 from hfrelease.publish import publish_family
 from tests.conftest import CliRun
-from tests.publish.conftest import TOKEN, fake_plugin_check
+from tests.publish_family import TOKEN, fake_plugin_check
 
 BUG = "This is a bug in hfrelease"
 

@@ -15,7 +15,7 @@ from hfrelease.hub import FaultRule, HubServer
 from hfrelease.manifest import load_manifest
 from hfrelease.publish import execute_release, plan_release, publish_family
 from hfrelease.publish.family import PublishReport
-from tests.publish.conftest import TOKEN, fake_plugin_check, make_family, set_version, write_weights
+from tests.publish_family import TOKEN, fake_plugin_check, make_family, set_version, write_weights
 
 
 def _publish(family: Path, api: HfApi, **options: Any) -> PublishReport:

@@ -12,7 +12,7 @@ from hfrelease.bundle import ATTESTATION_NAME, BundleMismatchError, bundle_famil
 from hfrelease.hub import HubServer
 from hfrelease.manifest import load_manifest
 from hfrelease.publish import publish_family
-from tests.publish.conftest import TOKEN, fake_plugin_check
+from tests.publish_family import TOKEN, fake_plugin_check
 
 
 def _written(family: Path, out: Path) -> Path:

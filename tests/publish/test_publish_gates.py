@@ -18,7 +18,7 @@ from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import load_manifest
 from tests.conftest import CliRun
-from tests.publish.conftest import TOKEN, make_family
+from tests.publish_family import TOKEN, make_family
 
 Q0, Q1 = "alice/Tiny-1M-Q0", "alice/Tiny-1M-Q1"
 HARNESS = {"vllm": "0.0.0-eval-runner", "lm_eval": "0.0.0-eval-runner"}  # records made on another machine

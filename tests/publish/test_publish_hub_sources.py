@@ -14,7 +14,7 @@ from hfrelease.errors import PublishError
 from hfrelease.hub import HubServer
 from hfrelease.manifest import load_manifest
 from hfrelease.publish import publish_family
-from tests.publish.conftest import fake_plugin_check, set_version, write_weights
+from tests.publish_family import fake_plugin_check, set_version, write_weights
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ from hfrelease.hub import FaultRule, HubServer
 from hfrelease.manifest import load_manifest
 from hfrelease.publish import publish_family
 from hfrelease.publish.events import BytesSent, PublishEvent, RepoPlanned, StepDone, StepStarted
-from tests.publish.conftest import fake_plugin_check, make_family
+from tests.publish_family import fake_plugin_check, make_family
 
 
 def _steps(events: list[PublishEvent], repo: str) -> list[str]:

@@ -16,7 +16,7 @@ from hfrelease.hub import HubServer
 from hfrelease.manifest import load_manifest
 from hfrelease.publish import publish_family, verify_release
 from hfrelease.publish.staging import STAGING_PREFIX
-from tests.publish.conftest import TOKEN, fake_plugin_check, set_version
+from tests.publish_family import TOKEN, fake_plugin_check, set_version
 
 
 def _publish(family: Path, api: HfApi, **options: object):  # type: ignore[no-untyped-def]

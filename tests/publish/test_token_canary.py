@@ -23,7 +23,7 @@ import pytest
 
 from hfrelease.hub import FaultRule, HubServer, serve
 from hfrelease.hub import server as hub_server
-from tests.publish.conftest import make_family
+from tests.publish_family import make_family
 
 CANARY = "cnry" + secrets.token_hex(20)
 

@@ -16,7 +16,7 @@ from hfrelease.hub.oidc import OidcSettings, sign_jwt, trusted_publishers
 from hfrelease.manifest import load_manifest
 from hfrelease.publish import publish_family
 from hfrelease.publish.trusted import SOURCE, exchange_per_repo
-from tests.publish.conftest import TOKEN, fake_plugin_check
+from tests.publish_family import TOKEN, fake_plugin_check
 
 REPOS = ("alice/Tiny-1M-Q0", "alice/Tiny-1M-Q1")
 RUN = {"repository": "acme/family", "environment": "release",

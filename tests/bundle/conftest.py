@@ -1,0 +1,12 @@
+"""Fixtures of the bundle tests (tests/publish_family.py); every test isolated from the person running it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.publish_family import api, cache, family, hub, manifest  # noqa: F401 (fixtures)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_client(publish_isolation: None) -> None:
+    """Loopback only, no Xet, no token or cache of the person running the tests, a hash cache of the test's own."""

@@ -1,0 +1,76 @@
+"""`hfrelease compare` of two release tags read back from the built-in Hub with the real huggingface_hub client."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from huggingface_hub import HfApi
+
+from hfrelease.compare import compare_family
+from hfrelease.errors import HubError, UsageError
+from hfrelease.hub import HubServer
+from hfrelease.ledger.store import Ledger
+from hfrelease.manifest import load_manifest
+from hfrelease.publish import publish_family
+from tests.conftest import CliRun
+from tests.ledger_pairs import gate_record, write_ledger
+from tests.publish_family import TOKEN, fake_plugin_check, set_version
+
+pytestmark = pytest.mark.usefixtures("publish_isolation")
+
+
+def _release(family: Path, api: HfApi, version: str, accuracy: float, seed: str) -> None:
+    """Publish `version` of the tiny family with a ledger of one gate record per published quant."""
+    shutil.rmtree(family / "results", ignore_errors=True)
+    set_version(family, version)
+    write_ledger(family / "results", *(gate_record(family="tiny", artifact=a, accuracy=accuracy, seed=seed)
+                                       for a in ("q0", "q1")))
+    report = publish_family(load_manifest(family), api=api, plugin_checker=fake_plugin_check)
+    assert report.outcome is not None and report.outcome.status == "published"
+
+
+def test_two_release_tags_compare_from_the_ledgers_they_ship(
+    family: Path, api: HfApi, hub: HubServer, tmp_path: Path, cli: CliRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """v1.0 and v1.1 are read from each published repo's ledger/; the numbers equal the local ledgers'."""
+    _release(family, api, "1.0", 0.5, "a")
+    shutil.copytree(family / "results", tmp_path / "v1.0")
+    _release(family, api, "1.1", 0.9, "b")
+    manifest = load_manifest(family)
+    comparison = compare_family("v1.0", "hub:v1.1", manifest=manifest, endpoint=hub.url, token=TOKEN)
+    local = compare_family(str(tmp_path / "v1.0"), str(family / "results"), manifest=None)
+    assert [(r.artifact, r.old, r.new, r.ci_low, r.ci_high, r.verdict) for r in comparison.rows] == [
+        (r.artifact, r.old, r.new, r.ci_low, r.ci_high, r.verdict) for r in local.rows]
+    assert [r.artifact for r in comparison.rows] == ["q0", "q1"] and comparison.rows[0].verdict == "better"
+    assert Ledger(family / "results").records()  # the work tree's ledger is read, not changed
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    code, out, _ = cli(["compare", "v1.0", "v1.1", "--manifest", str(family), "--json"])
+    assert code == 0 and [r["new"] for r in json.loads(out)["rows"]] == [r.new for r in comparison.rows]
+    with pytest.raises(UsageError, match=r"no release tag 'v9\.9'"):
+        compare_family("v9.9", "v1.1", manifest=manifest, endpoint=hub.url, token=TOKEN)
+    code, _, err = cli(["compare", "v9.9", "v1.1", "--manifest", str(family)])
+    assert code == 2 and "no release tag" in err
+
+
+def test_a_failing_hub_is_exit_7_not_a_wrong_tag(family: Path, api: HfApi, hub: HubServer) -> None:
+    """A Hub that refuses the token is the Hub's failure (exit 7), not reported as an unknown tag."""
+    _release(family, api, "1.0", 0.5, "a")
+    with pytest.raises(HubError) as info:
+        compare_family("v1.0", "v1.0", manifest=load_manifest(family), endpoint=hub.url, token="hf_wrong_token_000000")
+    assert info.value.status in (401, 403)
+
+
+def test_a_repo_without_the_tag_has_its_rows_on_one_side(family: Path, api: HfApi, hub: HubServer) -> None:
+    """An artifact not released in OLD (its repo lacks the tag) is listed as new; the others still compare."""
+    _release(family, api, "1.0", 0.5, "a")
+    _release(family, api, "1.1", 0.9, "b")
+    manifest = load_manifest(family)
+    q1 = next(a.repo for a in manifest.artifact if a.id == "q1")
+    api.delete_tag(q1, tag="v1.0")
+    comparison = compare_family("v1.0", "v1.1", manifest=manifest, endpoint=hub.url, token=TOKEN)
+    assert [r.artifact for r in comparison.rows] == ["q0"]
+    assert [(r.side, r.artifact) for r in comparison.one_sided] == [("new", "q1")]

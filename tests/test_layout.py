@@ -1,0 +1,83 @@
+"""The package's import graph: no cycle, and only `hfrelease.cli` imports Click and Rich."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "hfrelease"
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        modules[name] = path
+    return modules
+
+
+def _imports(path: Path) -> set[str]:
+    """Every name `path` imports anywhere: at the top, inside functions, under TYPE_CHECKING (`from M import
+    N` as M.N: the module N when it is one, else a name of M)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    return {module: {m for n in _imports(path) if (m := owner(n)) is not None and m != module}
+            for module, path in modules.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of `graph` (empty when there is none), found by depth-first search."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> list[str]:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                return [*path[path.index(target):], target]
+            if target not in state and (found := visit(target)):
+                return found
+        state[module] = 2
+        path.pop()
+        return []
+
+    for module in sorted(graph):
+        if module not in state and (found := visit(module)):
+            return found
+    return []
+
+
+def test_no_import_cycle() -> None:
+    """No module imports itself through others, not even for type annotations or inside a function."""
+    assert _cycle(_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """The search reports a cycle it is given (so the test above cannot pass by never looking)."""
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+
+
+def test_only_the_cli_imports_click_and_rich() -> None:
+    """Stages and core modules return values; only `hfrelease.cli` draws on the terminal."""
+    offenders = sorted(
+        module for module, path in _modules().items()
+        if not module.startswith("hfrelease.cli")
+        and any(n.split(".")[0] in ("click", "rich") for n in _imports(path))
+    )
+    assert offenders == []
