@@ -143,7 +143,7 @@ def set_version(family: Path, version: str) -> None:
 
 
 def fake_plugin_check(directory: Path, files: Sequence[str]) -> PluginReport:
-    """Stands in for the pip-based check (tests/publish/test_plugin_check.py runs the real one)."""
+    """Stands in for the pip-based check (tests/bundle/test_plugin_check.py runs the real one)."""
     return PluginReport(directory=directory, distribution="tiny-vllm-plugin", entry_points=("tiny = x:y",))
 
 

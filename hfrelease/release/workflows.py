@@ -30,7 +30,7 @@ class ActionPin:
 
 # Each the commit of the action's newest release tag of its current major (Node 24 runtimes; the Node 20
 # majors are gone from the runners). Dependabot (.github/dependabot.yml) proposes newer ones for the
-# repository's workflows; bump these with them and re-render (tests/ci checks the pins).
+# repository's workflows; bump these with them and re-render (tests/release checks the pins).
 # actions/attest is what actions/attest-build-provenance wraps since its v4 (its README: new workflows use it).
 ACTIONS = {
     "checkout": ActionPin(sha="3d3c42e5aac5ba805825da76410c181273ba90b1", version="v7.0.1"),

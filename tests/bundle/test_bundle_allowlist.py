@@ -3,7 +3,7 @@
 Each case is one a careless or hostile family really held (issue 16): absolute and `..` paths in `files`, links
 out of the tree in results/, sections/ and the plugin (to a file and to a directory), a token in a file with
 no suffix, a binary that is not weights, pickles under names a suffix check missed. Families are the small
-real ones of tests/publish/conftest.py; commands run through the CLI (the `cli` fixture) or the functions
+real ones of tests/publish_family.py; commands run through the CLI (the `cli` fixture) or the functions
 it calls, publish against the built-in Hub with huggingface_hub's own client.
 """
 

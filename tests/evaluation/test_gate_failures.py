@@ -1,6 +1,6 @@
 """`hfrelease eval --endpoint` against a server that fails: each failure has its class and exit code.
 
-A fake OpenAI-compatible server (tests/failures/fake_openai.py) stands in for vLLM, which cannot be made
+A fake OpenAI-compatible server (tests/fake_openai.py) stands in for vLLM, which cannot be made
 to answer 500s, lose its engine or die after N answers on cue; lm-eval itself runs for real.
 """
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-# Xet cannot be emulated by the built-in Hub; huggingface_hub reads this once, at import (tests/hub/conftest.py).
+# Xet cannot be emulated by the built-in Hub; huggingface_hub reads this once, at import (tests/hub_fixtures.py).
 os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
 
 import shutil

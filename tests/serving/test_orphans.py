@@ -2,7 +2,7 @@
 starter is SIGKILLed, and the sweep stops a recorded group whose starter is gone (and nothing else).
 
 Real processes (`sleep`-like Python children standing in for vLLM's API server and an engine process it
-forks); the real vLLM case is tests/integration/test_eval_failures.py.
+forks); the real vLLM case is tests/serving/test_eval_failures.py.
 """
 
 from __future__ import annotations

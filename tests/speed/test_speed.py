@@ -63,7 +63,7 @@ def _family(tmp: Path, *, workloads: list[dict[str, Any]]) -> Path:
 
 
 # `compare_quants = false`: the reference alone (the quants' comparison points are tested in
-# tests/unit/test_speed_plan.py and by the demo), so a run without --artifact plans nothing more.
+# tests/speed/test_speed_plan.py and by the demo), so a run without --artifact plans nothing more.
 CHAT = {"id": "chat", "prompts": "../../build/demo/prompts/chat.jsonl", "output_len": 24, "num_prompts": 4,
         "repeats": 2, "warmups": 1, "speculative": ["none", "self", "eagle3"], "artifacts": ["reference"],
         "compare_quants": False}
