@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.publish_family import api, cache, family, hub, manifest  # noqa: F401 (fixtures)
+from tests.publish_family import api, cache, family, hub, manifest, publish_isolation  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(autouse=True)
-def _isolated_client(publish_isolation: None) -> None:
+def _isolated_client(request: pytest.FixtureRequest) -> None:
     """Loopback only, no Xet, no token or cache of the person running the tests, a hash cache of the test's own."""
+    request.getfixturevalue("publish_isolation")

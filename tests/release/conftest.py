@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.publish_family import api, hub  # noqa: F401 (fixtures of test_verify_release.py)
+from tests.publish_family import api, hub, publish_isolation  # noqa: F401 (fixtures of test_verify_release.py)
 
 
 def find_tool(name: str) -> str | None:
