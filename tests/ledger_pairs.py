@@ -31,22 +31,25 @@ def gate_record(
     *, family: str = "fam", artifact: str = "q0", gate: str = "arith", accuracy: float, n: int = 60,
     seed: str = "a", items: str = "v1", weights: str = "w1", vllm: str = "0.32.0+cpu",
     flags: tuple[str, ...] = (), max_tokens: int = 64, step: int = 0, metric: str = "exact_match,answer",
+    run_seed: int = 1234, temperature: float = 0.0,
 ) -> LedgerRecord:
-    """A gate record of `n` 0/1 samples, each right with probability `accuracy` (seeded by `seed`)."""
+    """A gate record of `n` 0/1 samples, each right with probability `accuracy` (seeded by `seed`);
+    `run_seed` is the run's own seed (a gate with `seeds` has one record per seed)."""
     rng = random.Random(f"{gate}:{artifact}:{seed}")  # noqa: S311 - reproducible made-up scores
     prefix = "" if items == "v1" else f"{items}-"
     scores = [1.0 if rng.random() < accuracy else 0.0 for _ in range(n)]
     samples = tuple(Sample(doc_id=f"{prefix}{i}", score=s, truncated=False, empty=False) for i, s in enumerate(scores))
     value = sum(scores) / n
-    generation = {"max_tokens": max_tokens, "temperature": 0.0}
+    generation = {"max_tokens": max_tokens, "temperature": temperature}
     return LedgerRecord(
         kind="gate", family=family, artifact_id=artifact, artifact_hash=sha("weights", weights),
         artifact_files=(FileHash(path="model.safetensors", size=10, sha256=sha("weights", weights)),),
         subject_id=gate, harness="lm-eval", task=f"demo_{gate}", task_hash=sha("task", items), mode="thinking",
-        n=n, seed=1234, generation=generation, metrics={metric: Metric(value=value)}, samples=samples,
+        n=n, seed=run_seed, generation=generation, metrics={metric: Metric(value=value)}, samples=samples,
         truncated=0, empty=0, serve=_serve(flags), versions={**VERSIONS, "vllm": vllm}, hardware={"cpu_count": 2},
         started_at=f"2026-11-0{1 + step}T10:00:00Z", duration_s=1.0,
-        input_key=input_key(a=artifact, g=gate, w=weights, v=vllm, f=list(flags), i=items, m=max_tokens, s=seed),
+        input_key=input_key(a=artifact, g=gate, w=weights, v=vllm, f=list(flags), i=items, m=max_tokens, s=seed,
+                            r=run_seed, t=temperature),
         extra={"metric": metric, "value": value},
     )
 

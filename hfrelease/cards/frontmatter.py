@@ -14,6 +14,7 @@ from __future__ import annotations
 import yaml
 from huggingface_hub import EvalResult, ModelCardData
 
+from hfrelease.cards.fidelity import accuracy_gates
 from hfrelease.cards.measurements import FamilyMeasurements
 from hfrelease.cards.text import hub_url
 from hfrelease.cards.text import strip_invisible as _strip
@@ -104,7 +105,9 @@ def card_data(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifa
     family = manifest.family
     base, relation = base_model(manifest, artifact)
     results = []
-    for gate in manifest.gate:
+    # A fidelity gate's figures are distances from this family's reference (KL in nats, flips), not a score
+    # on a benchmark: its own section shows them, on their own scale; model-index holds benchmark scores.
+    for gate in accuracy_gates(manifest):
         result = measured.gate(artifact.id, gate.id)
         if result is None or result.value is None:
             continue

@@ -33,4 +33,4 @@ def compare_family(
                                      f"{manifest.family.name!r} ({manifest.root})",
                                      hint="Compare two ledgers of the manifest's family, or pass its --manifest.")
         # Compared while the copies exist: samples and raw files are read from them.
-        return compare_ledgers(sides[0], sides[1])
+        return compare_ledgers(sides[0], sides[1], manifest=manifest)

@@ -16,7 +16,7 @@ def _row_json(row: ComparedRow) -> dict[str, Any]:
         "draft": row.draft, "metric": row.metric, "higher_is_better": row.higher_is_better,
         "old": row.old, "new": row.new, "delta": row.delta, "ci_low": row.ci_low, "ci_high": row.ci_high,
         "confidence": 0.95, "method": row.method, "n_old": row.n_old, "n_new": row.n_new,
-        "verdict": row.verdict,
+        "seeds_old": len(row.old_runs) or 1, "seeds_new": len(row.new_runs) or 1, "verdict": row.verdict,
         "changed": [{"name": c.name, "old": c.old, "new": c.new} for c in row.changed],
     }  # fmt: skip
 

@@ -2,7 +2,13 @@
 
 A gate row is (gate, mode, artifact); a speed row is (workload, speculative config, concurrency, mode,
 artifact), its draft named. Each side's newest "ok" record of a row is compared (void records measured
-nothing). The difference is always NEW - OLD in the metric's own unit, and its 95 % interval comes from:
+nothing). A gate run under several seeds is one measurement recorded as one record per seed
+(`hfrelease.evaluation.seeds`): its row is the newest record of each seed, the seeds merged as the verdict
+merges them (the value is the mean of the runs' values, each item's score its mean over the seeds, an item
+and its seeds one resampling unit). Which seeds belong together: the manifest's `seeds` of the gate when a
+manifest is given; without one, the seeds of the newest record's sampled siblings (records differing from
+it in the seed alone, at a temperature above 0; greedy runs under several seeds repeat one measurement).
+The difference is always NEW - OLD in the metric's own unit, and its 95 % interval comes from:
 
 - **a paired bootstrap** (`hfrelease.evaluation.comparison.paired_comparison`) when both records hold
   per-sample scores of the same items: the same task hash and the same document ids. Pairing removes the
@@ -19,13 +25,17 @@ lower-is-better metric), worse when on the other side, within noise when it stra
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hfrelease.compare.sides import LedgerSide
 from hfrelease.ledger.record import LedgerRecord
+
+if TYPE_CHECKING:
+    from hfrelease.manifest import Manifest
 
 CONFIDENCE = 0.95
 RESAMPLES = 10_000
@@ -71,9 +81,13 @@ class ComparedRow:
     n_new: int
     verdict: Verdict
     changed: tuple[ChangedInput, ...]
-    # The two records compared: a card registers each number it prints with the record it comes from.
+    # The two records compared (a gate run under several seeds: its first seed's): a card registers each
+    # number it prints with the record it comes from.
     old_record: LedgerRecord = field(repr=False, compare=False)
     new_record: LedgerRecord = field(repr=False, compare=False)
+    # A gate run under several seeds: every seed's record of each side, in seed order (one run: the record).
+    old_runs: tuple[LedgerRecord, ...] = field(default=(), repr=False, compare=False)
+    new_runs: tuple[LedgerRecord, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -112,19 +126,27 @@ class FamilyComparison:
 
 @dataclass(frozen=True, kw_only=True)
 class _Measured:
-    record: LedgerRecord
+    record: LedgerRecord  # the row's newest record; a gate run under several seeds: its first seed's
     side: LedgerSide
+    runs: tuple[LedgerRecord, ...] = ()  # a gate run under several seeds: each seed's record, in seed order
+
+    @property
+    def records(self) -> tuple[LedgerRecord, ...]:
+        return self.runs or (self.record,)
 
 
-def compare_ledgers(old: LedgerSide, new: LedgerSide) -> FamilyComparison:
-    """Every measurement of `old` and `new` matched and compared; raise UsageError for two families."""
+def compare_ledgers(old: LedgerSide, new: LedgerSide, *, manifest: Manifest | None = None) -> FamilyComparison:
+    """Every measurement of `old` and `new` matched and compared; raise UsageError for two families.
+
+    `manifest`: the family's, when known; it says which seeds of a gate are one measurement."""
     from hfrelease.errors import UsageError
 
     if old.family != new.family:
         raise UsageError(f"{old.label} is a ledger of family {old.family!r} and {new.label} of {new.family!r}: "
                          "only two ledgers of one family compare",
                          hint="Compare two releases (or refs, or directories) of the same family.")
-    olds, news = _latest(old), _latest(new)
+    seeds = _manifest_seeds(manifest)
+    olds, news = _latest(old, seeds), _latest(new, seeds)
     rows: list[ComparedRow] = []
     for key in sorted(olds.keys() & news.keys()):
         rows.extend(_compare(olds[key], news[key]))
@@ -143,14 +165,60 @@ def row_key(record: LedgerRecord) -> tuple[str, str, str, str]:
     return ("speed", record.subject_id, f"{speculative} c{concurrency} {record.mode}", record.artifact_id)
 
 
-def _latest(side: LedgerSide) -> dict[tuple[str, str, str, str], _Measured]:
-    found: dict[tuple[str, str, str, str], _Measured] = {}
-    # `records` are oldest first, so the newest ok record of a row wins; speed-best records are derived
-    # from the speed points, which are compared themselves.
+# Per gate id of the manifest, the seeds of one measurement: its `seeds`, or None for a gate run once.
+_Seeds = Mapping[str, tuple[int, ...] | None]
+
+
+def _manifest_seeds(manifest: Manifest | None) -> _Seeds | None:
+    if manifest is None:
+        return None
+    return {gate.id: tuple(gate.seeds) if gate.seeds is not None else None for gate in manifest.gate}
+
+
+def _latest(side: LedgerSide, seeds: _Seeds | None) -> dict[tuple[str, str, str, str], _Measured]:
+    newest: dict[tuple[str, str, str, str], LedgerRecord] = {}
+    by_seed: dict[tuple[str, str, str, str], dict[int | None, LedgerRecord]] = {}
+    # `records` are oldest first, so the newest ok record of a row (and of each seed) wins; speed-best records
+    # are derived from the speed points, which are compared themselves.
     for record in side.records:
         if record.status == "ok" and record.kind in ("gate", "speed"):
-            found[row_key(record)] = _Measured(record=record, side=side)
+            newest[row_key(record)] = record
+            by_seed.setdefault(row_key(record), {})[record.seed] = record
+    found: dict[tuple[str, str, str, str], _Measured] = {}
+    for key, record in newest.items():
+        runs = _seed_runs(record, by_seed[key], seeds) if record.kind == "gate" else ()
+        found[key] = _Measured(record=runs[0] if runs else record, side=side, runs=runs)
     return found
+
+
+def _seed_runs(
+    newest: LedgerRecord, by_seed: Mapping[int | None, LedgerRecord], seeds: _Seeds | None
+) -> tuple[LedgerRecord, ...]:
+    """The records of one gate measurement run under several seeds, in seed order; () for a gate run once.
+
+    Only records measuring what the row's newest record measures, but for the seed (same weights, task,
+    generation settings, harness, n), are seeds of it: a seed recorded for older weights is not this
+    measurement's. With the manifest's seeds of the gate, exactly those seeds are looked for."""
+    def sibling(record: LedgerRecord) -> bool:
+        return _measures(record) == _measures(newest)
+
+    if seeds is not None and newest.subject_id in seeds:
+        wanted = seeds[newest.subject_id]
+        if wanted is None:
+            return ()
+        runs = tuple(by_seed[s] for s in wanted if s in by_seed and sibling(by_seed[s]))
+    else:
+        temperature = newest.generation.get("temperature")
+        if not isinstance(temperature, int | float) or temperature <= 0:
+            return ()
+        runs = tuple(r for _, r in sorted((s, r) for s, r in by_seed.items() if s is not None and sibling(r)))
+    return runs if len(runs) > 1 else ()
+
+
+def _measures(record: LedgerRecord) -> str:
+    """What a gate record measures, but for its seed (and when or with which versions it ran)."""
+    return json.dumps([record.artifact_hash, record.harness, record.task, record.task_hash, record.n,
+                       record.generation, record.draft_hash], sort_keys=True)
 
 
 def _one_sided(side: Literal["old", "new"], record: LedgerRecord) -> OneSidedRow:
@@ -181,10 +249,10 @@ def higher_is_better(record: LedgerRecord, metric: str) -> bool:
 
 
 def _compare(old: _Measured, new: _Measured) -> list[ComparedRow]:
-    changed = tuple(changed_inputs(old.record, new.record))
+    changed = tuple(_changed(old, new))
     if new.record.kind == "gate":
         metric = gate_metric(new.record)
-        if metric not in old.record.metrics:
+        if any(metric not in r.metrics for r in (*old.records, *new.records)):
             return []
         return [_gate_row(old, new, metric, changed)]
     rows = []
@@ -195,9 +263,22 @@ def _compare(old: _Measured, new: _Measured) -> list[ComparedRow]:
 
 
 def sample_scores(measured: _Measured) -> dict[str, float]:
+    """Per item, its score; for a gate run under several seeds, its mean over the seeds that all scored it."""
+    from hfrelease.evaluation.seeds import item_means
     from hfrelease.ledger.store import Ledger
 
-    return {s.doc_id: s.score for s in Ledger(measured.side.root).load_samples(measured.record)}
+    ledger = Ledger(measured.side.root)
+    if not measured.runs:
+        return {s.doc_id: s.score for s in ledger.load_samples(measured.record)}
+    runs = {i: ledger.load_samples(r) for i, r in enumerate(measured.runs)}
+    if not all(runs.values()):
+        return {}  # a seed without its samples: no interval rather than one from part of the runs
+    return item_means(runs, lambda s: s.score)[0]
+
+
+def _run_mean(measured: _Measured, metric: str) -> float:
+    """The value of a measurement: its record's, or for a gate run under several seeds the runs' mean."""
+    return math.fsum(r.metrics[metric].value for r in measured.records) / len(measured.records)
 
 
 def _gate_row(old: _Measured, new: _Measured, metric: str, changed: tuple[ChangedInput, ...]) -> ComparedRow:
@@ -216,12 +297,12 @@ def _gate_row(old: _Measured, new: _Measured, metric: str, changed: tuple[Change
     elif old_scores and new_scores:
         low, high = unpaired_interval(list(old_scores.values()), list(new_scores.values()), _mean)
         method = "unpaired-bootstrap"
-    old_value, new_value = o.metrics[metric].value, n.metrics[metric].value
+    old_value, new_value = _run_mean(old, metric), _run_mean(new, metric)
     return ComparedRow(kind="gate", subject=n.subject_id, config=n.mode, artifact=n.artifact_id,
                        draft=n.draft_artifact_id, metric=metric, higher_is_better=hib, old=old_value,
                        new=new_value, delta=new_value - old_value, ci_low=low, ci_high=high, method=method,
                        n_old=o.n, n_new=n.n, verdict=verdict(low, high, higher_is_better=hib), changed=changed,
-                       old_record=o, new_record=n)
+                       old_record=o, new_record=n, old_runs=old.records, new_runs=new.records)
 
 
 def repeats(measured: _Measured, metric: str) -> list[float]:
@@ -318,6 +399,19 @@ def changed_inputs(old: LedgerRecord, new: LedgerRecord) -> list[ChangedInput]:
     add("seed", old.seed, new.seed)
     if not found and old.input_key != new.input_key:
         add("other inputs (input key)", old.input_key, new.input_key, digest=True)
+    return found
+
+
+def _changed(old: _Measured, new: _Measured) -> list[ChangedInput]:
+    """`changed_inputs` of the two measurements; for a gate run under several seeds, its seeds compared as a set."""
+    found = changed_inputs(old.record, new.record)
+    if not old.runs and not new.runs:
+        return found
+    found = [c for c in found if c.name != "seed"]
+    old_seeds, new_seeds = ([r.seed for r in m.records] for m in (old, new))
+    if old_seeds != new_seeds:
+        found.append(ChangedInput(name="seeds", old=_short(", ".join(map(str, old_seeds))),
+                                  new=_short(", ".join(map(str, new_seeds)))))
     return found
 
 

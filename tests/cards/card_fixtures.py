@@ -14,7 +14,7 @@ sys.path.insert(0, str(HERE))
 from synthetic import family_ledger  # noqa: E402
 
 from hfrelease.cards import CardInputs, entry_for  # noqa: E402
-from hfrelease.manifest import Manifest  # noqa: E402
+from hfrelease.manifest import Manifest, load_manifest  # noqa: E402
 
 NANBEIGE_QUALITY = {"bf16": (0.8, 1.0), "fp8-dynamic": (0.8, 0.96), "nvfp4-fp8-loopshield": (0.76, 0.9),
                     "nvfp4a16": (0.7, 0.85)}
@@ -24,12 +24,40 @@ NANBEIGE_SIZES = {"bf16": 7_900_000_000, "fp8-dynamic": 4_900_000_000, "nvfp4-fp
 
 
 
+def demo_manifest_as_recorded(ledger_root: Path = LEDGER_DEMO) -> Manifest:
+    """The demo manifest as its recorded ledger measured it: without the gates and workloads the ledger holds
+    no record of, and without the draft matrix when no matrix point is recorded.
+
+    The recorded ledger (model_cards/demo/results, copied here) comes from a real `scripts/demo` run, re-run
+    once after the manifest gains a gate, workload or matrix; until then the card tests render what was
+    measured (a card of an unmeasured gate is refused, rightly). Once the ledger is re-recorded this is the
+    manifest itself."""
+    from hfrelease.ledger.store import Ledger
+
+    manifest = load_manifest(ROOT / "model_cards" / "demo", check_files=False)
+    records = Ledger(ledger_root).records()
+    gates = {r.subject_id for r in records if r.kind == "gate"}
+    workloads = {r.subject_id for r in records if r.kind in ("speed", "speed-sweep")}
+    served = {(r.artifact_id, r.draft_artifact_id) for r in records if r.draft_artifact_id is not None}
+    artifacts = []
+    for declared in manifest.artifact:
+        draft = declared.draft
+        unmeasured = draft is not None and not any(d == declared.id and a != draft.target for a, d in served)
+        if draft is not None and draft.matrix and unmeasured:
+            artifacts.append(declared.model_copy(update={"draft": draft.model_copy(update={"matrix": False})}))
+        else:
+            artifacts.append(declared)
+    return manifest.model_copy(update={"gate": [g for g in manifest.gate if g.id in gates],
+                                       "workload": [w for w in manifest.workload if w.id in workloads],
+                                       "artifact": artifacts})
+
+
 def nanbeige_inputs(manifest: Manifest, *, with_speed: bool = True) -> CardInputs:
     """Nanbeige's manifest and sections over a synthetic ledger built in memory."""
     from hfrelease.cards.inputs import read_sections
 
     records = family_ledger(manifest, quality=NANBEIGE_QUALITY, speed=NANBEIGE_SPEED, sizes=NANBEIGE_SIZES,
                             with_speed=with_speed)
-    entries = tuple(entry_for(r, {s.doc_id: s.score for s in r.samples}) for r in records)
+    entries = tuple(entry_for(r, {s.doc_id: s.score for s in r.samples}, r.samples) for r in records)
     files = {"eagle3": {"train_command.txt": (manifest.root / "eagle3" / "train_command.txt").read_text()}}
     return CardInputs(manifest=manifest, records=entries, sections=read_sections(manifest), files=files)

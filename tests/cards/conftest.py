@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from card_fixtures import LEDGER_DEMO, ROOT, nanbeige_inputs
+from card_fixtures import LEDGER_DEMO, ROOT, demo_manifest_as_recorded, nanbeige_inputs
 
 from hfrelease.cards import CardInputs, read_inputs
 from hfrelease.manifest import Manifest, load_manifest
@@ -11,7 +11,8 @@ from hfrelease.manifest import Manifest, load_manifest
 
 @pytest.fixture(scope="session")
 def demo_manifest() -> Manifest:
-    return load_manifest(ROOT / "model_cards" / "demo", check_files=False)
+    """The demo family's manifest, as its recorded ledger measured it (`demo_manifest_as_recorded`)."""
+    return demo_manifest_as_recorded()
 
 
 @pytest.fixture(scope="session")

@@ -44,6 +44,8 @@ def gate_record(
 
     `run`: the seed of one of a seeded gate's runs (`gate` is then that run: `seed` set), which varies the
     made-up answers from run to run."""
+    if gate.is_fidelity:
+        return _fidelity_record(manifest, artifact_id, gate, agreement=agreement, step=step, size=size)
     artifact = manifest.artifact_by_id(artifact_id)
     n = n or gate.limit or 50
     tag = "" if run is None else f":seed{run}"
@@ -75,6 +77,42 @@ def gate_record(
         versions=VERSIONS, hardware=HARDWARE, started_at=_when(step), duration_s=42.0 + step,
         input_key=key, extra={"metric": gate.metric, "value": value, "memory": gpu_memory(size)},
         status="void" if void_reason else "ok", void_reason=void_reason,
+    )
+
+
+def _fidelity_record(
+    manifest: Manifest, artifact_id: str, gate: Gate, *, agreement: float, step: int, size: int, n: int = 12,
+) -> LedgerRecord:
+    """A fidelity gate's record, shaped like `hfrelease.evaluation.fidelity`'s: per prompt its mean KL (the
+    score), flip rate, first divergence and positions; the reference's own scoring is 0 everywhere. The
+    further `agreement` is below 1, the larger the KL and the flips."""
+    from hfrelease.evaluation.fidelity import PromptFidelity, summarize
+
+    artifact = manifest.artifact_by_id(artifact_id)
+    reference = artifact.kind == "reference"
+    rng = random.Random(f"{manifest.family.name}:{gate.id}:{artifact_id}")  # noqa: S311 - made-up figures
+    positions = gate.max_tokens
+    figures = []
+    for i in range(n):
+        drift = 0.0 if reference else (1.0 - agreement) * (0.5 + rng.random())
+        flips = 0 if reference else round(positions * drift * rng.random())
+        figures.append(PromptFidelity(doc_id=str(i), kl=round(0.02 * drift, 6), flip_rate=flips / positions,
+                                      first_divergence=rng.randrange(positions) if flips else None,
+                                      positions=positions))
+    samples = tuple(Sample(doc_id=f.doc_id, score=f.kl, truncated=False, empty=False, flip_rate=f.flip_rate,
+                           first_divergence=f.first_divergence, positions=f.positions) for f in figures)
+    command = build_serve_command(manifest, artifact, model=artifact.repo)
+    return LedgerRecord(
+        kind="gate", family=manifest.family.name, artifact_id=artifact_id, artifact_hash=_sha("weights", artifact_id),
+        artifact_files=_files(artifact_id, size), subject_id=gate.id, harness="fidelity", task=gate.fidelity or gate.id,
+        task_hash=_sha("prompts", gate.id), mode="non-thinking", n=n, seed=gate.seed,
+        generation={"max_tokens": gate.max_tokens, "temperature": 0.0, "top_k": gate.top_k or 20},
+        metrics={name: Metric(value=value) for name, value in summarize(figures).items()},
+        samples=samples, truncated=0, empty=0,
+        serve=ServeRecord(argv=command.argv, env=dict(command.env), display=command.display()),
+        versions=VERSIONS, hardware=HARDWARE, started_at=_when(step), duration_s=12.0,
+        input_key=input_key(artifact=artifact_id, gate=gate.id, family=manifest.family.name),
+        extra={"metric": "kl", "value": summarize(figures)["kl"], "memory": gpu_memory(size)},
     )
 
 

@@ -165,7 +165,14 @@ def test_eval_dry_run_of_the_flagship_without_a_gpu(repo_root: Path, cli: CliRun
     assert gsm8k["command"].startswith("lm_eval --model local-chat-completions")
     assert '"enable_thinking":true' in gsm8k["command"] and "--limit 100" in gsm8k["command"]
     assert "--seed 1235" in gsm8k["command"] and '"seed":1235' in gsm8k["command"]
-    assert plan["pending"] == 4 * (3 + 3 + 3)
+    # The fidelity gate: bf16 generates and scores its continuations, each of the three quants scores them.
+    fidelity = {s["artifact"]: next(g["command"] for g in s["gates"] if g["gate"] == "fidelity")
+                for s in plan["servers"]}
+    assert fidelity["bf16"].startswith("# 36 prompts of ")
+    for quant in ("fp8-dynamic", "nvfp4-fp8-loopshield", "nvfp4a16"):
+        assert fidelity[quant].startswith("# the 36 token sequences of the reference's record of gate 'fidelity'")
+        assert '"prompt_logprobs": 20' in fidelity[quant]
+    assert plan["pending"] == 4 * (3 + 3 + 3 + 1)
 
 
 def test_eval_speed_dry_run_marks_the_shared_gate_servers(repo_root: Path, cli: CliRun) -> None:

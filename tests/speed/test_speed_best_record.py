@@ -15,7 +15,7 @@ from hfrelease.cards.measurements import measure_family
 from hfrelease.hashing import FileHash
 from hfrelease.ledger.record import LedgerRecord, Metric, ServeRecord, input_key
 from hfrelease.ledger.store import Ledger
-from hfrelease.manifest import Manifest, load_manifest
+from hfrelease.manifest import Manifest
 from hfrelease.speed.best_record import best_key, best_record, candidates, record_best_configs
 from hfrelease.speed.result import row_from_record
 from hfrelease.speed.verdict import BestConfig, best_configs, with_speedups
@@ -29,8 +29,10 @@ WHEN = "2026-08-01T10:00:00Z"
 
 @pytest.fixture(scope="module")
 def demo() -> Manifest:
-    """The demo family's manifest (chat lists none, ngram, draft, eagle3)."""
-    return load_manifest(ROOT / "model_cards" / "demo", check_files=False)
+    """The demo family's manifest (chat lists none, ngram, draft, eagle3), as its recorded ledger measured it."""
+    from tests.cards.card_fixtures import demo_manifest_as_recorded
+
+    return demo_manifest_as_recorded(LEDGER_DEMO)
 
 
 def _sha(*parts: object) -> str:
