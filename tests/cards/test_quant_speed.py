@@ -50,8 +50,8 @@ def test_slower_quant_is_stated_and_passes_the_lint(nanbeige: CardInputs) -> Non
     records = family_ledger(manifest, quality=NANBEIGE_QUALITY, sizes=NANBEIGE_SIZES,
                             speed={"bf16": 300.0, "fp8-dynamic": 120.0, "nvfp4-fp8-loopshield": 251.0,
                                    "nvfp4a16": 262.0})
-    inputs = CardInputs(manifest=manifest, records=tuple(entry_for(r, {s.doc_id: s.score for s in r.samples})
-                                                         for r in records),
+    inputs = CardInputs(manifest=manifest, records=tuple(entry_for(r, {s.doc_id: s.score for s in r.samples},
+                                                                   r.samples) for r in records),
                         sections=nanbeige.sections, files=nanbeige.files)
     card = render_family(inputs, plots=False, artifacts=["fp8-dynamic"]).card("fp8-dynamic")
     assert f"decode 0.40{TIMES}" in card.readme

@@ -61,7 +61,7 @@ def test_check_accepts_the_flagship(repo_root: Path, cli: CliRun) -> None:
     assert [a["id"] for a in report["artifacts"]] == [
         "bf16", "fp8-dynamic", "nvfp4-fp8-loopshield", "nvfp4a16", "eagle3",
     ]
-    assert report["gates"] == ["gsm8k", "gpqa-diamond", "ifeval", "mmlu-pro", "bbh"]
+    assert report["gates"] == ["gsm8k", "gpqa-diamond", "ifeval", "mmlu-pro", "bbh", "fidelity"]
     assert report["tag"] == "v1.3"
 
 
