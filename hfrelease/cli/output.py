@@ -7,7 +7,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,6 +15,9 @@ from rich.segment import Segment
 from rich.table import Table
 
 from hfrelease.redact import redact
+
+if TYPE_CHECKING:
+    from hfrelease.stages.view import Block, Cell
 
 
 def _width(stream: TextIO) -> int | None:
@@ -70,3 +73,27 @@ def make_table(*columns: str, title: str | None = None) -> Table:
     for column in columns:
         table.add_column(column, overflow="fold")
     return table
+
+
+
+def show(view: Iterable[Block]) -> None:
+    """Draw a report's view (`hfrelease.stages.view`): lines on stdout or stderr, tables on stdout."""
+    from rich.text import Text
+
+    from hfrelease.stages.view import Line, Styled
+
+    def text(cell: Cell) -> Text:
+        parts = cell if isinstance(cell, tuple) else (cell,)
+        return Text.assemble(*((p.text, p.style) if isinstance(p, Styled) else p for p in parts))
+
+    for block in view:
+        if isinstance(block, Line):
+            console = err_console if block.err else out_console
+            console.print(text(block.parts), soft_wrap=not block.wrap)
+            continue
+        drawn = Table(title=Text(block.title, style="table.title"), title_justify="left")
+        for column in block.columns:
+            drawn.add_column(Text(column), overflow="fold")
+        for row in block.rows:
+            drawn.add_row(*(text(cell) for cell in row))
+        out_console.print(drawn)

@@ -1,0 +1,58 @@
+"""A report's view for people, as data: lines and tables of styled text, which the CLI draws with Rich.
+
+Stages decide what a report says and how each number reads; `hfrelease.cli.output.show` only draws it.
+Text is never markup, so a manifest string holding `[bold]` prints as written; a style is a colour or
+weight name ("green", "bold red", "dim").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Styled:
+    """Text in a style."""
+
+    text: str
+    style: str
+
+
+Part = str | Styled
+Cell = Part | tuple[Part, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Line:
+    """One printed line: on stderr when `err` (messages; stdout stays the `--json` document's); hard-wrapped
+    at the console's width only when `wrap` (ids, commands and errors are copied from a line: kept whole)."""
+
+    parts: tuple[Part, ...]
+    err: bool = False
+    wrap: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Table:
+    """A table on stdout; its cells fold rather than being cut (ids and repo names stay whole)."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+
+
+Block = Line | Table
+
+
+def line(*parts: Part, err: bool = False, wrap: bool = False) -> Line:
+    return Line(parts=parts, err=err, wrap=wrap)
+
+
+def note(*parts: Part, style: str = "yellow", label: str = "note:") -> Line:
+    """A message on stderr: `note: ...` (or another label) in `style`."""
+    return Line(parts=(Styled(label, style), " ", *parts), err=True)
+
+
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Cell]]) -> Table:
+    return Table(title=title, columns=tuple(columns), rows=tuple(tuple(row) for row in rows))
