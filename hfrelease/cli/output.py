@@ -10,7 +10,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
-from rich.markup import escape
 from rich.segment import Segment
 from rich.table import Table
 
@@ -56,10 +55,9 @@ out_console = PlainConsole(highlight=False, width=_width(sys.stdout))
 
 
 def print_error(message: str, *, hint: str | None = None) -> None:
-    # soft_wrap: error lines are copied into searches and issues; never hard-wrap them.
-    err_console.print(f"[bold red]error:[/] {escape(redact(message))}", soft_wrap=True)
-    if hint:
-        err_console.print(f"[dim]hint:[/] {escape(redact(hint))}", soft_wrap=True)
+    from hfrelease.stages.view import error_lines
+
+    show(error_lines(message, hint))  # never hard-wrapped: error lines are copied into searches and issues
 
 
 def print_json(data: Any) -> None:

@@ -56,3 +56,11 @@ def note(*parts: Part, style: str = "yellow", label: str = "note:") -> Line:
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Cell]]) -> Table:
     return Table(title=title, columns=tuple(columns), rows=tuple(tuple(row) for row in rows))
+
+
+def error_lines(message: str, hint: str | None = None) -> list[Line]:
+    """An error as every command says it, on stderr: `error: ...`, then `hint: ...` (secrets redacted)."""
+    from hfrelease.redact import redact
+
+    lines = [note(redact(message), style="bold red", label="error:")]
+    return lines + ([note(redact(hint), style="dim", label="hint:")] if hint else [])
