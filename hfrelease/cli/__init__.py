@@ -14,7 +14,7 @@ import click
 
 from hfrelease import __version__
 from hfrelease.cli import check, compare, demo, eval, hub, init, ledger, preview, publish, release, render, verify
-from hfrelease.errors import ExitCode, HfreleaseError
+from hfrelease.errors import ExitCode
 
 DEBUG_VARIABLE = "HFRELEASE_DEBUG"
 
@@ -76,12 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         # standalone_mode=False: errors reach the handlers below; ctx.exit(n) comes back as n.
         code = cli.main(args=argv, prog_name="hfrelease", standalone_mode=False)
-    except HfreleaseError as exc:
-        if debug:
-            raise
-        print_error(exc.message, hint=exc.hint)
-        sys.exit(int(exc.exit_code))
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         print_error("interrupted")
         sys.exit(int(ExitCode.INTERRUPTED))
     except click.ClickException as exc:
@@ -89,22 +84,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        print_error("interrupted")
-        sys.exit(int(ExitCode.INTERRUPTED))
-    except Exception as exc:  # a bug: say so plainly, keep the traceback for HFRELEASE_DEBUG=1
+    except Exception as exc:  # an HfreleaseError, a Hub's failure, or a bug: one message, one code
         if debug:
             raise
-        from hfrelease.hub_errors import hub_failure
+        from hfrelease.stages.runner import failure_of
 
-        # A Hub request no command wrapped (a read in `verify`, a download in `eval`) is still the Hub's
-        # failure, exit 7, not a bug in hfrelease.
-        if (failure := hub_failure(exc)) is not None:
-            print_error(failure.message, hint=failure.hint)
-            sys.exit(int(failure.exit_code))
-        print_error(
-            f"internal error: {type(exc).__name__}: {exc}",
-            hint=f"This is a bug in hfrelease. Re-run with {DEBUG_VARIABLE}=1 for the traceback and report it.",
-        )
-        sys.exit(int(ExitCode.INTERNAL))
+        message, hint, exit_code = failure_of(exc, debug_variable=DEBUG_VARIABLE)
+        print_error(message, hint=hint)
+        sys.exit(int(exit_code))
     sys.exit(code if isinstance(code, int) else 0)

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from hfrelease.compare import FamilyComparison
     from hfrelease.manifest import Manifest
 
 
@@ -45,9 +44,11 @@ def compare(
     readable ledger (unknown tag, unreadable ref, not a ledger, two families), 6 for a damaged record,
     7 when the Hub fails.
     """
-    from hfrelease.cli.output import err_console
+    from hfrelease.cli.output import err_console, print_json, show
+    from hfrelease.compare import comparison_json, comparison_markdown
     from hfrelease.manifest import find_manifest, load_manifest
     from hfrelease.stages.cards import read_comparison
+    from hfrelease.stages.compare_view import comparison_view
 
     if as_json and markdown:
         raise click.UsageError("--json and --markdown: choose one")
@@ -55,34 +56,9 @@ def compare(
     if manifest_path is not None or _needs_manifest(old) or _needs_manifest(new):
         manifest = load_manifest(find_manifest(manifest_path or Path()), check_files=False)
     comparison = read_comparison(old, new, manifest, hub=hub, hub_root=hub_root, announce=err_console.print)
-    _print(comparison, as_json=as_json, markdown=markdown)
-
-
-def _print(comparison: FamilyComparison, *, as_json: bool, markdown: bool) -> None:
-    from rich.markup import escape
-
-    from hfrelease.cli.output import make_table, out_console, print_json
-    from hfrelease.compare import comparison_json, comparison_markdown
-    from hfrelease.compare.report import changed_text, format_delta, format_interval, format_value, metric_label, what
-
     if as_json:
         print_json(comparison_json(comparison))
-        return
-    if markdown:
+    elif markdown:
         click.echo(comparison_markdown(comparison), nl=False)
-        return
-    table = make_table("measurement", "artifact", "metric", "before", "now", "change", "95 % interval", "verdict",
-                       "inputs changed", title=f"{comparison.family}: {comparison.old_label} → {comparison.new_label}")
-    colours = {"better": "green", "worse": "red"}
-    for row in comparison.rows:
-        colour = colours.get(row.verdict)
-        verdict = f"[{colour}]{row.verdict}[/]" if colour else row.verdict
-        table.add_row(escape(what(row)), escape(row.artifact), metric_label(row), format_value(row, row.old),
-                      format_value(row, row.new), format_delta(row, row.delta), format_interval(row), verdict,
-                      escape(changed_text(row)))
-    out_console.print(table)
-    for side, label in (("old", comparison.old_label), ("new", comparison.new_label)):
-        only = [r for r in comparison.one_sided if r.side == side]
-        if only:
-            listed = ", ".join(escape(f"{what(r)} of {r.artifact}") for r in only)
-            out_console.print(f"only in {escape(label)}: {listed}")
+    else:
+        show(comparison_view(comparison))

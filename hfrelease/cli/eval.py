@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,10 +14,9 @@ import click
 from hfrelease.cli.json_error import json_on_error
 
 if TYPE_CHECKING:
-    from rich.console import RenderableType
-
     from hfrelease.evaluation.plan import EvalPlan
     from hfrelease.speed.plan import SpeedPlan
+    from hfrelease.stages.eval_view import LiveProgress
 
 
 @click.command("eval")
@@ -73,88 +71,33 @@ def eval_(
 
 # -- the live view ------------------------------------------------------------------------------------------
 
-class _LiveView:
-    """A Rich live table: per server its state, per gate or speed point its progress; the last log lines."""
-
-    def __init__(self, title: str, columns: tuple[str, ...], servers: list[str],
-                 items: dict[tuple[str, str], str]) -> None:
-        self.started = time.monotonic()
-        self.title, self.columns = title, columns
-        self.states = dict.fromkeys(servers, "waiting")
-        self.items = items
-        self.lines: list[str] = []
-        self.loads: dict[str, str] = {}  # per artifact, its server's utilization so far
-
-    def server_state(self, server_id: str, state: str) -> None:
-        self.states[server_id] = state
-
-    def gate_progress(self, artifact_id: str, gate_id: str, done: int, total: int) -> None:
-        self.items[(artifact_id, gate_id)] = f"{done}/{total} requests" if total else "preparing"
-
-    def gate_finished(self, artifact_id: str, gate_id: str, summary: str) -> None:
-        self.items[(artifact_id, gate_id)] = summary
-
-    def point_progress(self, server_id: str, point_id: str, text: str) -> None:
-        self.items[(server_id, point_id)] = text
-
-    def server_load(self, artifact_id: str, summary: str) -> None:
-        self.loads[artifact_id] = summary
-
-    def log(self, message: str) -> None:
-        from hfrelease.redact import redact
-
-        self.lines = [*self.lines[-3:], redact(message)]
-
-    def render(self) -> RenderableType:
-        from rich.console import Group
-        from rich.markup import escape
-        from rich.text import Text
-
-        from hfrelease.cli.output import make_table
-
-        table = make_table(*self.columns, title=f"{self.title} — {time.monotonic() - self.started:.0f} s")
-        for server_id, state in self.states.items():
-            first = True
-            for (sid, item), progress in self.items.items():
-                if sid == server_id:
-                    table.add_row(escape(server_id) if first else "", escape(state) if first else "", escape(item),
-                                  escape(progress))
-                    first = False
-        loads = (Text(f"{aid} server: {text}", overflow="ellipsis", no_wrap=True) for aid, text in self.loads.items())
-        return Group(table, *loads,
-                     *(Text(line, style="dim", overflow="ellipsis", no_wrap=True) for line in self.lines))
-
-
 class _LiveViews:
     """The stage's `EvalViews`: a live table while the gates run, another while the speed anchors do."""
 
     @contextlib.contextmanager
-    def gates(self, plan: EvalPlan, run_dir: Path) -> Iterator[_LiveView]:
-        view = _LiveView("hfrelease eval", ("artifact", "server", "gate", "progress"),
-                         [job.artifact.id for job in plan.servers],
-                         {(job.artifact.id, g.label): ("recorded" if not g.pending else "pending")
-                          for job in plan.servers for g in job.gates})
-        with _live(view, fold=f"eval: {', '.join(job.artifact.id for job in plan.servers)} (servers and gates)",
-                   logs=f"logs: {run_dir}"):
-            yield view
+    def gates(self, plan: EvalPlan, run_dir: Path) -> Iterator[LiveProgress]:
+        from hfrelease.stages.eval_view import LiveProgress
+
+        with _live(progress := LiveProgress.of_gates(plan), logs=f"logs: {run_dir}",
+                   fold=f"eval: {', '.join(job.artifact.id for job in plan.servers)} (servers and gates)"):
+            yield progress
 
     @contextlib.contextmanager
-    def speed(self, plan: SpeedPlan, run_dir: Path) -> Iterator[_LiveView]:
-        view = _LiveView("hfrelease eval --speed", ("server", "state", "point", "progress"),
-                         [job.label for job in plan.servers],
-                         {(job.label, p.label): ("recorded" if not p.pending else "pending")
-                          for job in plan.servers for p in job.points})
-        with _live(view, fold="eval --speed: servers and benchmarks", logs=f"speed logs: {run_dir}"):
-            yield view
+    def speed(self, plan: SpeedPlan, run_dir: Path) -> Iterator[LiveProgress]:
+        from hfrelease.stages.eval_view import LiveProgress
+
+        with _live(progress := LiveProgress.of_speed(plan), fold="eval --speed: servers and benchmarks",
+                   logs=f"speed logs: {run_dir}"):
+            yield progress
 
 
 @contextlib.contextmanager
-def _live(view: _LiveView, *, fold: str, logs: str) -> Iterator[None]:
-    """`view` drawn live while the block runs, in a GitHub Actions fold; then where the logs are."""
+def _live(progress: LiveProgress, *, fold: str, logs: str) -> Iterator[None]:
+    """`progress` drawn live while the block runs, in a GitHub Actions fold; then where the logs are."""
     from rich.console import Console
     from rich.live import Live
 
-    from hfrelease.cli.output import err_console
+    from hfrelease.cli.output import drawn, err_console
 
     # The live view writes to its own copy of the terminal's stderr: while lm-eval and the benchmark run,
     # descriptors 1 and 2 are sent to the run's log, and the view must keep drawing on the terminal.
@@ -162,7 +105,7 @@ def _live(view: _LiveView, *, fold: str, logs: str) -> Iterator[None]:
     live_console = Console(file=terminal, highlight=False, width=err_console.width if not terminal.isatty() else None)
     _ci_fold(fold)
     try:
-        with Live(get_renderable=view.render, console=live_console, refresh_per_second=4,
+        with Live(get_renderable=lambda: drawn(progress.view()), console=live_console, refresh_per_second=4,
                   transient=False, redirect_stdout=False, redirect_stderr=False):
             yield
     finally:

@@ -9,9 +9,10 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.segment import Segment
 from rich.table import Table
+from rich.text import Text
 
 from hfrelease.redact import redact
 
@@ -65,33 +66,34 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
-def make_table(*columns: str, title: str | None = None) -> Table:
-    """A Rich table whose cells fold rather than being cut with '…': ids and repo names must stay whole."""
-    table = Table(title=title, title_justify="left")
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    return table
-
-
-
 def show(view: Iterable[Block]) -> None:
     """Draw a report's view (`hfrelease.stages.view`): lines on stdout or stderr, tables on stdout."""
-    from rich.text import Text
-
-    from hfrelease.stages.view import Line, Styled
-
-    def text(cell: Cell) -> Text:
-        parts = cell if isinstance(cell, tuple) else (cell,)
-        return Text.assemble(*((p.text, p.style) if isinstance(p, Styled) else p for p in parts))
+    from hfrelease.stages.view import Line
 
     for block in view:
-        if isinstance(block, Line):
-            console = err_console if block.err else out_console
-            console.print(text(block.parts), soft_wrap=not block.wrap)
-            continue
-        drawn = Table(title=Text(block.title, style="table.title"), title_justify="left")
-        for column in block.columns:
-            drawn.add_column(Text(column), overflow="fold")
-        for row in block.rows:
-            drawn.add_row(*(text(cell) for cell in row))
-        out_console.print(drawn)
+        console = err_console if isinstance(block, Line) and block.err else out_console
+        console.print(_drawn(block), soft_wrap=isinstance(block, Line) and not block.wrap)
+
+
+def drawn(view: Iterable[Block]) -> RenderableType:
+    """A view as one Rich renderable (what a live display redraws)."""
+    from rich.console import Group
+
+    return Group(*(_drawn(block) for block in view))
+
+
+def _drawn(block: Block) -> Text | Table:
+    from hfrelease.stages.view import Line, Styled
+
+    def text(cell: Cell, **options: Any) -> Text:
+        parts = cell if isinstance(cell, tuple) else (cell,)
+        return Text.assemble(*((p.text, p.style) if isinstance(p, Styled) else p for p in parts), **options)
+
+    if isinstance(block, Line):
+        return text(block.parts, **({"no_wrap": True, "overflow": "ellipsis"} if block.clip else {}))
+    table = Table(title=Text(block.title, style="table.title"), title_justify="left")
+    for column in block.columns:
+        table.add_column(Text(column), overflow="fold")
+    for row in block.rows:
+        table.add_row(*(text(cell) for cell in row))
+    return table

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
     from hfrelease.publish.events import OnEvent, PublishEvent
-    from hfrelease.stages.publish import BundleReport, PublishStageReport
 
 _MANIFEST = click.argument("manifest", type=click.Path(path_type=Path), default=Path())
 _ARTIFACT = click.option("--artifact", "artifacts", multiple=True, help="Only this artifact id (repeatable).")
@@ -34,31 +33,14 @@ def bundle(manifest: Path, artifacts: tuple[str, ...], out: Path | None, as_json
     that are not weights, version-control and cache directories, and files nobody declared. Checks the vLLM
     plugin installs.
     """
-    from hfrelease.cli.output import err_console
+    from hfrelease.cli.output import err_console, print_json, show
     from hfrelease.stages.publish import BundleSettings, bundle_stage
+    from hfrelease.stages.publish_view import bundle_view
 
     report = bundle_stage(BundleSettings(manifest=manifest, artifacts=artifacts, out=out))
     for directory in report.written:
         err_console.print(f"wrote {directory}")
-    _print_bundle(report, as_json=as_json)
-
-
-def _print_bundle(report: BundleReport, *, as_json: bool) -> None:
-    from rich.markup import escape
-
-    from hfrelease.cli.output import err_console, make_table, out_console, print_json
-
-    if as_json:
-        print_json(report.as_dict())
-        return
-    result = report.bundle
-    for repo in result.repos:
-        table = make_table("path", "role", "bytes", "sha256", title=f"{repo.repo} ({repo.artifact_id}) @ {result.tag}")
-        for item in repo.files:
-            table.add_row(escape(item.path), item.role, f"{item.size:,}", item.sha256[:16])  # declared names: text
-        out_console.print(table)
-        for note in repo.notes:
-            err_console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
+    print_json(report.as_dict()) if as_json else show(bundle_view(report))
 
 
 @click.command()
@@ -85,8 +67,9 @@ def publish(
     recorded gate results failed is refused before anything is uploaded (exit 4), unless
     --allow-failed-gates.
     """
-    from hfrelease.cli.output import err_console
+    from hfrelease.cli.output import err_console, print_json, show
     from hfrelease.stages.publish import PublishSettings, publish_stage
+    from hfrelease.stages.publish_view import publish_view
 
     verbose = (ctx.obj or {}).get("verbose", 0)
     if verbose >= 2:
@@ -103,7 +86,7 @@ def publish(
     # Not with -vv: huggingface_hub's debug log would scroll through the live display.
     with release_progress(err_console, enabled=err_console.is_terminal and verbose < 2) as on_event:
         report = publish_stage(settings, echo=echo, on_event=on_event)
-    _print_report(report, as_json=as_json, verbose=verbose)
+    print_json(report.as_dict()) if as_json else show(publish_view(report, verbose=verbose))
 
 
 class ReleaseProgress:
@@ -181,44 +164,3 @@ def release_progress(console: Console, *, enabled: bool) -> Iterator[OnEvent | N
     finally:
         if not were_disabled:
             enable_progress_bars()
-
-
-def _print_report(stage: PublishStageReport, *, as_json: bool, verbose: int) -> None:
-    from rich.markup import escape
-
-    from hfrelease.cli.output import err_console, make_table, out_console, print_json
-    from hfrelease.redact import redact
-
-    if as_json:
-        print_json(stage.as_dict())
-        return
-    report = stage.report
-    title = f"{'plan' if report.dry_run else 'release'} {report.plan.tag} -> {report.endpoint}"
-    table = make_table("repo", "action", "added", "changed", "deleted", "bytes to send", "tag", title=title)
-    for r in report.plan.repos:
-        changes = r.changes
-        counts = (str(len(changes.added)), str(len(changes.changed)), str(len(changes.deleted)))
-        table.add_row(r.repo, r.action, *counts, f"{changes.bytes_to_send:,}", f"{report.plan.tag} ({r.tag_state})")
-    out_console.print(table)
-    for problem in report.gates.failed:
-        err_console.print(f"[yellow]gate failed, allowed by --allow-failed-gates:[/] {escape(problem.text)}",
-                          soft_wrap=True)
-    for r in report.plan.repos:
-        for note in r.bundle.notes:
-            err_console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
-        if report.dry_run or verbose:
-            for item in (*r.changes.added, *r.changes.changed):
-                out_console.print(f"  {r.repo}: {'+' if item in r.changes.added else '~'} {escape(item.path)}",
-                                  soft_wrap=True)  # fmt: skip
-            for path in r.changes.deleted:
-                out_console.print(f"  {r.repo}: - {escape(path)}", soft_wrap=True)
-            if r.card_diff:
-                out_console.print(escape(redact(r.card_diff)), soft_wrap=True, highlight=False)
-    if report.dry_run:
-        err_console.print(f"dry run ({escape(report.dry_run_reason or '')}): nothing was pushed", soft_wrap=True)
-    elif report.outcome is not None:
-        for o in report.outcome.repos:
-            where = f" at {o.commit[:12]}" if o.commit else ""
-            staged = f" ({o.staged_ref})" if o.staged_ref else ""
-            out_console.print(f"{o.repo}: {o.status}{where}{staged}", soft_wrap=True)
-        err_console.print(f"[bold green]{escape(report.outcome.message)}[/]", soft_wrap=True)

@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from hfrelease.actions.runner import JobResult, StepResult
-    from hfrelease.release.rehearsal import RehearsalReport
     from hfrelease.stages.release import StepSettings
 
 _ONLY = ("check", "gate", "publish")
@@ -80,7 +78,7 @@ def release(
     settings = StepSettings(manifest=load_manifest(manifest, check_files=from_bundle is None), tag=tag,
                             artifacts=artifacts, gates=gates, hub=hub, hub_root=hub_root, work_dir=work_dir,
                             from_bundle=from_bundle, attestation=attestation)
-    {"check": _only_check, "gate": _only_gate, "publish": _only_publish}[only](settings)
+    _only(only, settings)
 
 
 def _write_workflow(manifest: Path, *, root: Path | None, force: bool) -> None:
@@ -94,119 +92,41 @@ def _write_workflow(manifest: Path, *, root: Path | None, force: bool) -> None:
     err_console.print(f"[green]wrote[/] {path}", soft_wrap=True)
 
 
-class _Display:
-    """Prints each job's start, its steps' output and conclusions; on GitHub Actions each job is one fold."""
-
-    def __init__(self, *, folds: bool) -> None:
-        from hfrelease.cli.output import err_console
-
-        self.console = err_console
-        self.folds = folds
-        self.open = False
-
-    def job_started(self, name: str) -> None:
-        from hfrelease.release.ci import group_start
-
-        self.open = True
-        if self.folds:
-            self.console.print(group_start(f"job: {name}"), markup=False, highlight=False, soft_wrap=True)
-        else:
-            self.console.print(f"[bold cyan]==> {name}[/]")
-
-    def step_finished(self, job: str, step: StepResult) -> None:
-        from rich.markup import escape
-
-        colour = {"success": "green", "failure": "red", "skipped": "dim", "cancelled": "yellow"}[step.status]
-        what = f" (substituted: {escape(step.substituted)})" if step.substituted else ""
-        detail = f": {escape(step.detail)}" if step.detail and step.status != "success" else ""
-        self.console.print(f"  [{colour}]{step.status}[/] {escape(step.label)}{what}{detail}", soft_wrap=True)
-
-    def log(self, job: str, line: str) -> None:
-        from hfrelease.redact import redact
-
-        self.console.print(f"    {redact(line)}", markup=False, highlight=False, soft_wrap=True)
-
-    def job_finished(self, job: JobResult) -> None:
-        from rich.markup import escape
-
-        from hfrelease.release.ci import group_end
-
-        colour = {"success": "green", "failure": "red", "skipped": "dim", "cancelled": "yellow"}[job.status]
-        if self.folds and self.open:
-            self.console.print(group_end(), markup=False, highlight=False)
-        self.open = False
-        self.console.print(f"[{colour}]{job.status}[/] {escape(job.name)} ({job.seconds:.0f} s) {escape(job.detail)}",
-                           soft_wrap=True)
-
-
 def _rehearse(
     manifest: Path, *, hub: str, tag: str | None, work_dir: Path | None, hub_root: Path | None,
     workflow_file: Path | None,
 ) -> None:
+    from hfrelease.cli.output import show
     from hfrelease.manifest import find_manifest
     from hfrelease.release.ci import CiEnvironment
     from hfrelease.release.rehearsal import rehearse
+    from hfrelease.stages.release_view import JobLines, rehearsal_view
 
     ci = CiEnvironment.detect()
     directory = work_dir or find_manifest(manifest).parent / ".hfrelease" / "release"
     report = rehearse(manifest, work_dir=directory, hub=hub, tag=tag, hub_root=hub_root, workflow_file=workflow_file,
-                      events=_Display(folds=ci.github_actions))
-    _print_report(report)
+                      events=JobLines(lambda line: show([line]), folds=ci.github_actions))
+    show(rehearsal_view(report))
     if report.error is not None:
         raise report.error
 
 
-def _print_report(report: RehearsalReport) -> None:
-    from rich.markup import escape
+def _only(only: str, settings: StepSettings) -> None:
+    """One step of the workflow: its stage function, its view; `check` also prints the eval matrix as JSON."""
+    from hfrelease.cli.output import err_console, print_json, show
+    from hfrelease.stages import release_view
+    from hfrelease.stages.release import check_step, gate_step, publish_step
 
-    from hfrelease.cli.output import err_console, make_table, out_console
-
-    table = make_table("job", "conclusion", "time", "detail",
-                       title=f"release {report.family} {report.tag}: {report.workflow} (Hub {report.hub}, "
-                             f"work {report.work_dir})")
-    for job in report.jobs:
-        table.add_row(escape(job.name), job.status, f"{job.seconds:.0f} s", escape(job.detail))
-    out_console.print(table)
-    for job in report.jobs:
-        for what in job.substitutions():
-            err_console.print(f"[yellow]substituted[/] in {escape(job.name)}: {escape(what)}", soft_wrap=True)
-    if report.error is None:
-        err_console.print(f"[bold green]the release workflow of {report.family} {report.tag} succeeded[/]")
-
-
-def _only_check(settings: StepSettings) -> None:
-    from hfrelease.cli.output import err_console, print_json
-    from hfrelease.stages.release import check_step
-
-    report = check_step(settings)
-    loaded = settings.manifest
-    err_console.print(f"[green]✓[/] tag {loaded.tag_name()} is {loaded.family.name}'s release; "
-                      f"eval matrix: {', '.join(e.artifact for e in report.entries)}")
-    print_json(report.as_dict())
-
-
-def _only_gate(settings: StepSettings) -> None:
-    from rich.markup import escape
-
-    from hfrelease.cli.output import err_console
-    from hfrelease.stages.release import gate_step
-
-    decision = gate_step(settings)
-    for problem in decision.allowed:
-        err_console.print(f"[yellow]allowed (publish = false):[/] {escape(problem.text)}", soft_wrap=True)
-    error = decision.error()
-    if error is not None:
-        raise error
-    drafts = f" and {len(decision.draft_checks)} draft-gate check(s)" if decision.draft_checks else ""
-    err_console.print(f"[green]✓[/] {len(decision.rows)} gate result(s){drafts}: every published artifact passes")
-
-
-def _only_publish(settings: StepSettings) -> None:
-    from hfrelease.cli.output import err_console
-    from hfrelease.stages.release import publish_step
-
-    report, verified = publish_step(
-        settings, echo=lambda line: err_console.print(f"[dim]{line}[/]", soft_wrap=True, highlight=False))
-    assert report.outcome is not None  # the publish step never dry-runs
-    err_console.print(f"[bold green]{report.outcome.message}[/]; {len(verified)} repo(s) downloaded back and "
-                      "verified", soft_wrap=True)
+    if only == "check":
+        report = check_step(settings)
+        show(release_view.check_step_view(settings, report))
+        print_json(report.as_dict())
+    elif only == "gate":
+        decision = gate_step(settings)
+        show(release_view.gate_step_view(decision))
+        if (error := decision.error()) is not None:
+            raise error
+    else:
+        published, verified = publish_step(
+            settings, echo=lambda line: err_console.print(f"[dim]{line}[/]", soft_wrap=True, highlight=False))
+        show(release_view.publish_step_view(published, verified))

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
-
-if TYPE_CHECKING:
-    from hfrelease.stages.publish import VerifyReport
 
 
 @click.command()
@@ -37,41 +33,15 @@ def verify(
     """
     import tempfile
 
-    from hfrelease.cli.output import err_console
+    from hfrelease.cli.output import err_console, print_json, show
     from hfrelease.stages.publish import VerifySettings, verify_stage
+    from hfrelease.stages.publish_view import verify_view
 
     settings = VerifySettings(manifest=manifest, out=out or Path(tempfile.mkdtemp(prefix="hfrelease-verify-")), hub=hub,
                               hub_root=hub_root, artifacts=artifacts, bundle_dir=bundle_dir, serve=serve_id,
                               attested_by=attested_by)
     report = verify_stage(settings, announce=err_console.print,
                           serving=lambda artifact: err_console.status(f"serving the downloaded {artifact} with vLLM"))
-    _print(report, as_json=as_json)
+    print_json(report.as_dict()) if as_json else show(verify_view(report))
     if report.error is not None:
         raise report.error
-
-
-def _print(report: VerifyReport, *, as_json: bool) -> None:
-    from rich.markup import escape
-
-    from hfrelease.cli.output import err_console, make_table, out_console, print_json
-
-    if as_json:
-        print_json(report.as_dict())
-        return
-    verified, served = report.verified, report.served
-    table = make_table("artifact", "repo", "tag", "result", "files", "compared with", "downloaded to",
-                       title="Verified releases")
-    for v in verified:
-        result = "[green]ok[/]" if v.ok else f"[red]{len(v.problems)} problem(s)[/]"
-        table.add_row(v.artifact_id, v.repo, v.tag, result, str(v.files), ", ".join(v.compared_with),
-                      str(v.directory))
-    out_console.print(table)
-    # Each problem is named once, by the error that ends the command (`verification_error`).
-    for v in verified:
-        if v.ok and v.local_bundle is None:
-            err_console.print(f"[yellow]note:[/] {escape(v.repo)}: no local bundle to compare with (the Hub's "
-                              "MANIFEST and LFS oids only; pass --bundle DIR)", soft_wrap=True)
-    if served is not None:
-        out_console.print(f"served {served.artifact_id} from its downloaded copy: {served.command}", soft_wrap=True,
-                          markup=False)
-        out_console.print(f"  Q: {served.question}  A: {served.answer}", markup=False)

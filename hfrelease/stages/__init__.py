@@ -5,10 +5,15 @@ status (`exit_status`). The CLI parses options into settings, calls the stage, r
 release rehearsal runs the same commands, so every caller runs the same code, with the same clean-up
 on SIGTERM (`runner.stage_signals`).
 
+- `check`: every manifest validated, then preflighted or its cards linted (`check_stage`)
 - `eval`: gates and speed anchors (`run_eval_stage`, `plan_eval_stage` for --dry-run)
 - `cards`: render and lint (`render_stage`, `lint_stage`)
 - `publish`: `bundle_stage`, `publish_stage`, `verify_stage`
 - `release`: the release workflow's own steps (`check_step`, `gate_step`, `publish_step`); the rehearsal
   of the whole workflow is `hfrelease.release.rehearsal.rehearse`
-- `runner`: what they share (cache directory, default hash cache, exit policy, SIGTERM)
+- `runner`: what they share (cache directory, default hash cache, exit policy, SIGTERM, an error's message
+  and exit code: `failure_of`)
+- `view`: a report's view for people as data (lines and tables of styled text) that the CLI draws; each
+  command's in `eval_view`, `publish_view` (bundle, publish, verify), `compare_view`, `release_view`, and
+  `check` (`manifest_view`)
 """

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from hfrelease.stages.view import Block, Cell, Styled, line, table
 
 if TYPE_CHECKING:
+    from hfrelease.evaluation.plan import EvalPlan
     from hfrelease.evaluation.runner import EvalReport
+    from hfrelease.speed.plan import SpeedPlan
     from hfrelease.speed.runner import SpeedReport
     from hfrelease.stages.eval import EvalPlanReport, EvalStageReport
 
@@ -159,3 +162,65 @@ def speed_view(report: SpeedReport) -> list[Block]:
                      f"recorded; {timing.measured:.0f} s measured of {timing.wall:.0f} s; logs in {report.run_dir}",
                      wrap=True))
     return view
+
+
+class LiveProgress:
+    """What `hfrelease eval`'s live view shows, kept from the stage's events (`EvalEvents`, `SpeedEvents`):
+    per server its state, per gate or speed point its progress; the servers' utilization; the last log lines."""
+
+    def __init__(self, title: str, columns: tuple[str, ...], servers: list[str],
+                 items: dict[tuple[str, str], str]) -> None:
+        self.started = time.monotonic()
+        self.title, self.columns = title, columns
+        self.states = dict.fromkeys(servers, "waiting")
+        self.items = items
+        self.lines: list[str] = []
+        self.loads: dict[str, str] = {}  # per artifact, its server's utilization so far
+
+    @classmethod
+    def of_gates(cls, plan: EvalPlan) -> LiveProgress:
+        return cls("hfrelease eval", ("artifact", "server", "gate", "progress"),
+                   [job.artifact.id for job in plan.servers],
+                   {(job.artifact.id, g.label): ("recorded" if not g.pending else "pending")
+                    for job in plan.servers for g in job.gates})
+
+    @classmethod
+    def of_speed(cls, plan: SpeedPlan) -> LiveProgress:
+        return cls("hfrelease eval --speed", ("server", "state", "point", "progress"),
+                   [job.label for job in plan.servers],
+                   {(job.label, p.label): ("recorded" if not p.pending else "pending")
+                    for job in plan.servers for p in job.points})
+
+    def server_state(self, server_id: str, state: str) -> None:
+        self.states[server_id] = state
+
+    def gate_progress(self, artifact_id: str, gate_id: str, done: int, total: int) -> None:
+        self.items[(artifact_id, gate_id)] = f"{done}/{total} requests" if total else "preparing"
+
+    def gate_finished(self, artifact_id: str, gate_id: str, summary: str) -> None:
+        self.items[(artifact_id, gate_id)] = summary
+
+    def point_progress(self, server_id: str, point_id: str, text: str) -> None:
+        self.items[(server_id, point_id)] = text
+
+    def server_load(self, artifact_id: str, summary: str) -> None:
+        self.loads[artifact_id] = summary
+
+    def log(self, message: str) -> None:
+        from hfrelease.redact import redact
+
+        self.lines = [*self.lines[-3:], redact(message)]
+
+    def view(self) -> list[Block]:
+        """The table of servers and their items, then one line per server's load and per log line, each cut
+        to the width (a live view must keep its height)."""
+        rows = list[tuple[Cell, ...]]()
+        for server_id, state in self.states.items():
+            first = True
+            for (sid, item), progress in self.items.items():
+                if sid == server_id:
+                    rows.append((server_id if first else "", state if first else "", item, progress))
+                    first = False
+        return [table(f"{self.title} — {time.monotonic() - self.started:.0f} s", self.columns, rows),
+                *(line(f"{aid} server: {text}", clip=True) for aid, text in self.loads.items()),
+                *(line(Styled(text, "dim"), clip=True) for text in self.lines)]

@@ -75,3 +75,18 @@ def stage_signals() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def failure_of(exc: Exception, *, debug_variable: str) -> tuple[str, str | None, ExitCode]:
+    """What a command that raised `exc` says and how it exits: an `HfreleaseError` as itself; a Hub request
+    no command wrapped (a read in `verify`, a download in `eval`) as the Hub's failure, exit 7; anything
+    else as a bug in hfrelease, exit 1."""
+    from hfrelease.errors import HfreleaseError
+    from hfrelease.hub_errors import hub_failure
+
+    failure = exc if isinstance(exc, HfreleaseError) else hub_failure(exc)
+    if failure is not None:
+        return failure.message, failure.hint, failure.exit_code
+    return (f"internal error: {type(exc).__name__}: {exc}",
+            f"This is a bug in hfrelease. Re-run with {debug_variable}=1 for the traceback and report it.",
+            ExitCode.INTERNAL)

@@ -31,6 +31,7 @@ class Line:
     parts: tuple[Part, ...]
     err: bool = False
     wrap: bool = False
+    clip: bool = False  # cut at the width with '…' (a live display must keep its height)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,8 +46,8 @@ class Table:
 Block = Line | Table
 
 
-def line(*parts: Part, err: bool = False, wrap: bool = False) -> Line:
-    return Line(parts=parts, err=err, wrap=wrap)
+def line(*parts: Part, err: bool = False, wrap: bool = False, clip: bool = False) -> Line:
+    return Line(parts=parts, err=err, wrap=wrap, clip=clip)
 
 
 def note(*parts: Part, style: str = "yellow", label: str = "note:") -> Line:

@@ -1,0 +1,69 @@
+"""What `hfrelease bundle`, `publish` and `verify` print, as views (`hfrelease.stages.view`) the CLI draws."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hfrelease.stages.view import Block, Styled, line, note, table
+
+if TYPE_CHECKING:
+    from hfrelease.stages.publish import BundleReport, PublishStageReport, VerifyReport
+
+
+def bundle_view(report: BundleReport) -> list[Block]:
+    """Each repo's files with their role, size and hash; the notes of each."""
+    view = list[Block]()
+    result = report.bundle
+    for repo in result.repos:
+        view.append(table(f"{repo.repo} ({repo.artifact_id}) @ {result.tag}", ("path", "role", "bytes", "sha256"),
+                          [(item.path, item.role, f"{item.size:,}", item.sha256[:16]) for item in repo.files]))
+        view += [note(text) for text in repo.notes]
+    return view
+
+
+def publish_view(stage: PublishStageReport, *, verbose: int) -> list[Block]:
+    """The plan per repo (each file with a dry run or `verbose`, and the card's diff), then the outcome."""
+    from hfrelease.redact import redact
+
+    report = stage.report
+    plan = report.plan
+    view: list[Block] = [table(
+        f"{'plan' if report.dry_run else 'release'} {plan.tag} -> {report.endpoint}",
+        ("repo", "action", "added", "changed", "deleted", "bytes to send", "tag"),
+        [(r.repo, r.action, str(len(r.changes.added)), str(len(r.changes.changed)), str(len(r.changes.deleted)),
+          f"{r.changes.bytes_to_send:,}", f"{plan.tag} ({r.tag_state})") for r in plan.repos])]
+    allowed = "gate failed, allowed by --allow-failed-gates:"
+    view += [note(problem.text, label=allowed) for problem in report.gates.failed]
+    for r in plan.repos:
+        view += [note(text) for text in r.bundle.notes]
+        if report.dry_run or verbose:
+            view += [line(f"  {r.repo}: {'+' if item in r.changes.added else '~'} {item.path}")
+                     for item in (*r.changes.added, *r.changes.changed)]
+            view += [line(f"  {r.repo}: - {path}") for path in r.changes.deleted]
+            if r.card_diff:
+                view.append(line(redact(r.card_diff)))
+    if report.dry_run:
+        view.append(line(f"dry run ({report.dry_run_reason or ''}): nothing was pushed", err=True))
+    elif report.outcome is not None:
+        for o in report.outcome.repos:
+            where = f" at {o.commit[:12]}" if o.commit else ""
+            view.append(line(f"{o.repo}: {o.status}{where}" + (f" ({o.staged_ref})" if o.staged_ref else "")))
+        view.append(line(Styled(report.outcome.message, "bold green"), err=True))
+    return view
+
+
+def verify_view(report: VerifyReport) -> list[Block]:
+    """One row per verified repo; a note where there was no local bundle; the served artifact's answer."""
+    verified, served = report.verified, report.served
+    view: list[Block] = [table("Verified releases", (
+        "artifact", "repo", "tag", "result", "files", "compared with", "downloaded to"), [
+        (v.artifact_id, v.repo, v.tag,
+         Styled("ok", "green") if v.ok else Styled(f"{len(v.problems)} problem(s)", "red"), str(v.files),
+         ", ".join(v.compared_with), str(v.directory)) for v in verified])]
+    # Each problem is named once, by the error that ends the command (`verification_error`).
+    view += [note(f"{v.repo}: no local bundle to compare with (the Hub's MANIFEST and LFS oids only; pass "
+                  "--bundle DIR)") for v in verified if v.ok and v.local_bundle is None]
+    if served is not None:
+        view += [line(f"served {served.artifact_id} from its downloaded copy: {served.command}"),
+                 line(f"  Q: {served.question}  A: {served.answer}", wrap=True)]
+    return view
