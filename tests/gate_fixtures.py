@@ -59,9 +59,9 @@ def gate_family(fixture_family: Path, tmp_path: Path, monkeypatch: pytest.Monkey
                          "num_concurrent": 4}]  # fmt: skip
     path.write_text(tomli_w.dumps(manifest))
     monkeypatch.setenv("HFRELEASE_CACHE", str(tmp_path / "hfrelease-cache"))
-    from hfrelease.evaluation import runner
+    from hfrelease.evaluation import records
 
-    monkeypatch.setattr(runner, "hardware", dict)  # would ask nvidia-smi
+    monkeypatch.setattr(records, "hardware", dict)  # would ask nvidia-smi
     _index_only_the_gate_tasks(monkeypatch)
     return fixture_family
 

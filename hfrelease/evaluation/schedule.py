@@ -57,7 +57,7 @@ class GateProgress(Protocol):
 
 
 class GateContext(Protocol):
-    """The runner's side of measuring one server job's gates (`hfrelease.evaluation.runner.GateContext`)."""
+    """The runner's side of measuring one server job's gates (`hfrelease.evaluation.server_job.GateContext`)."""
 
     @property
     def job(self) -> ServerJob: ...

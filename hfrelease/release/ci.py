@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from hfrelease.redact import redact
 
 if TYPE_CHECKING:
-    from hfrelease.evaluation.runner import GateRow
+    from hfrelease.evaluation.judging import GateRow
     from hfrelease.speed.runner import SpeedReport
     from hfrelease.speed.verdict import DraftCheck
 

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hfrelease.errors import ConfigError, ConfigProblem, GateFailedError, HfreleaseError, MeasurementError
+from hfrelease.evaluation.judging import GateRow, judge
 from hfrelease.evaluation.plan import plan_eval
-from hfrelease.evaluation.runner import GateRow, judge
 from hfrelease.hashing import HashCache
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest

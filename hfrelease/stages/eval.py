@@ -19,8 +19,9 @@ from hfrelease.stages.runner import cache_dir, default_hash_cache, run_stamp, st
 
 if TYPE_CHECKING:
     from hfrelease.evaluation.budget import PlannedSweep
+    from hfrelease.evaluation.events import EvalEvents
     from hfrelease.evaluation.plan import EvalPlan, ServerJob
-    from hfrelease.evaluation.runner import EvalEvents, EvalReport
+    from hfrelease.evaluation.runner import EvalReport
     from hfrelease.hashing import HashCache
     from hfrelease.ledger.store import Ledger
     from hfrelease.manifest import Manifest
@@ -57,7 +58,7 @@ class NoViews:
 
     @contextlib.contextmanager
     def gates(self, plan: EvalPlan, run_dir: Path) -> Iterator[EvalEvents]:
-        from hfrelease.evaluation.runner import NullEvents
+        from hfrelease.evaluation.events import NullEvents
 
         yield NullEvents()
 

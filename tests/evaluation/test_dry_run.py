@@ -183,7 +183,7 @@ def test_printed_lm_eval_line_is_the_python_call(
     import lm_eval
     from lm_eval.api.registry import get_model
 
-    from hfrelease.evaluation import runner
+    from hfrelease.evaluation import records, runner
 
     manifest_path = family / "release.toml"
     manifest_path.write_text(manifest_path.read_text() + f'\n[eval]\nschedule = "{schedule}"\nin_flight = 5\n')
@@ -195,7 +195,7 @@ def test_printed_lm_eval_line_is_the_python_call(
     defaults = {name: p.default for name, p in inspect.signature(lm_eval.simple_evaluate).parameters.items()}
     recorded.install(monkeypatch)
     monkeypatch.setattr(runner, "check_identity", lambda endpoint, model: None)
-    monkeypatch.setattr(runner, "hardware", dict)  # would ask nvidia-smi
+    monkeypatch.setattr(records, "hardware", dict)  # would ask nvidia-smi
     manifest = load_manifest(family)
     plan = plan_eval(manifest, ledger=Ledger(family / "results"), hash_cache=None, artifacts=["ref"],
                      gates=["arith", "think", "loglik"])

@@ -9,8 +9,9 @@ import pytest
 from safetensors.numpy import save_file
 
 from hfrelease.errors import ConfigError, ExitCode
+from hfrelease.evaluation.judging import judge
 from hfrelease.evaluation.plan import plan_eval
-from hfrelease.evaluation.runner import EvalReport, judge
+from hfrelease.evaluation.runner import EvalReport
 from hfrelease.hashing import HashCache
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord
 from hfrelease.ledger.store import Ledger

@@ -113,9 +113,9 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture(autouse=True)
 def _no_gpu_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     """The record's hardware probe runs nvidia-smi, a process the unit tests' seal refuses."""
-    from hfrelease.evaluation import runner
+    from hfrelease.evaluation import records
 
-    monkeypatch.setattr(runner, "hardware", lambda: {"cpu": "test"})
+    monkeypatch.setattr(records, "hardware", lambda: {"cpu": "test"})
 
 
 @pytest.fixture

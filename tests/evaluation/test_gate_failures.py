@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from hfrelease.errors import ExitCode, ServerError
-from hfrelease.evaluation import runner
+from hfrelease.evaluation import server_job
+from hfrelease.evaluation.events import NullEvents
 from hfrelease.evaluation.failures import RequestsFailedError
 from hfrelease.ledger.store import Ledger
 from tests.conftest import CliRun
@@ -109,13 +110,13 @@ def test_a_started_server_whose_process_lives_is_judged_by_its_health(
     def measure(*args: Any, **kwargs: Any) -> Any:
         raise _stopped(fake.url)
 
-    monkeypatch.setattr(runner, "_measure", measure)
+    monkeypatch.setattr(server_job, "_measure", measure)
     gate = SimpleNamespace(id="g", request_timeout=60.0, is_fidelity=False)
     job = SimpleNamespace(pending=[SimpleNamespace(gate=gate, label="g")], artifact=SimpleNamespace(id="a", repo="o/m"),
                           model_dir=tmp_path)
     with pytest.raises(expected) as caught:
-        runner._run_gates(SimpleNamespace(), job, fake.url, server, None,  # type: ignore[arg-type]
-                          ledger=None, events=runner.NullEvents(), measured={}, log_dir=tmp_path)  # type: ignore[arg-type]
+        server_job.run_gates(SimpleNamespace(), job, fake.url, server, None,  # type: ignore[arg-type]
+                          ledger=None, events=NullEvents(), measured={}, log_dir=tmp_path)  # type: ignore[arg-type]
     code = ExitCode.SERVER_FAILED if expected is ServerError else ExitCode.MEASUREMENT_FAILED
     assert caught.value.exit_code == code  # type: ignore[attr-defined]
     server.stop()

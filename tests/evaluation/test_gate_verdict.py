@@ -9,8 +9,8 @@ import pytest
 
 from hfrelease.cards.inputs import read_inputs
 from hfrelease.cards.measurements import measure_family
+from hfrelease.evaluation.judging import judge
 from hfrelease.evaluation.plan import installed_harness, plan_eval
-from hfrelease.evaluation.runner import judge
 from hfrelease.evaluation.verdict import gate_verdict
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord
 from hfrelease.ledger.store import Ledger

@@ -9,7 +9,8 @@ import pytest
 
 from hfrelease.cli import main
 from hfrelease.errors import ExitCode
-from hfrelease.evaluation.runner import EvalReport, GateRow
+from hfrelease.evaluation.judging import GateRow
+from hfrelease.evaluation.runner import EvalReport
 from hfrelease.manifest import load_manifest
 from hfrelease.release import ci
 from hfrelease.release.policy import GateDecision, GateProblem, MatrixEntry, TagMismatchError, check_tag, eval_matrix

@@ -12,7 +12,8 @@ import aiohttp
 import pytest
 
 from hfrelease.errors import ExitCode
-from hfrelease.evaluation import runner
+from hfrelease.evaluation import server_job
+from hfrelease.evaluation.events import NullEvents
 from hfrelease.serving.command import ServeCommand
 from hfrelease.serving.process import ServerDiedError, VllmServer, is_connection_error
 
@@ -105,13 +106,13 @@ def test_gate_run_reports_engine_death_when_the_client_error_wins_the_race(
         process.die()  # the group is SIGKILLed; the watchdog thread has not noticed yet
         raise refused()
 
-    monkeypatch.setattr(runner, "_measure", measure)
+    monkeypatch.setattr(server_job, "_measure", measure)
     gate = SimpleNamespace(id="g", request_timeout=60.0, is_fidelity=False)
     job = SimpleNamespace(pending=[SimpleNamespace(gate=gate, label="g")], artifact=SimpleNamespace(id="a", repo="o/m"),
                           model_dir=tmp_path)
     with pytest.raises(ServerDiedError) as caught:
-        runner._run_gates(SimpleNamespace(), job, "http://127.0.0.1:1", server, None,  # type: ignore[arg-type]
-                          ledger=None, events=runner.NullEvents(), measured={}, log_dir=tmp_path)  # type: ignore[arg-type]
+        server_job.run_gates(SimpleNamespace(), job, "http://127.0.0.1:1", server, None,  # type: ignore[arg-type]
+                          ledger=None, events=NullEvents(), measured={}, log_dir=tmp_path)  # type: ignore[arg-type]
     assert caught.value.exit_code == ExitCode.SERVER_FAILED
 
 
@@ -119,8 +120,8 @@ def _run_one_gate(tmp_path: Path, server: VllmServer) -> None:
     gate = SimpleNamespace(id="g", request_timeout=60.0, is_fidelity=False)
     job = SimpleNamespace(pending=[SimpleNamespace(gate=gate, label="g")], artifact=SimpleNamespace(id="a", repo="o/m"),
                           model_dir=tmp_path)
-    runner._run_gates(SimpleNamespace(), job, "http://127.0.0.1:1", server, None,  # type: ignore[arg-type]
-                      ledger=None, events=runner.NullEvents(), measured={}, log_dir=tmp_path)  # type: ignore[arg-type]
+    server_job.run_gates(SimpleNamespace(), job, "http://127.0.0.1:1", server, None,  # type: ignore[arg-type]
+                      ledger=None, events=NullEvents(), measured={}, log_dir=tmp_path)  # type: ignore[arg-type]
 
 
 def test_watchdog_interrupt_is_the_death(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -132,7 +133,7 @@ def test_watchdog_interrupt_is_the_death(tmp_path: Path, monkeypatch: pytest.Mon
         server.died = server.death_behind(KeyError("x"), grace=0)  # what the watchdog records first
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "_measure", measure)
+    monkeypatch.setattr(server_job, "_measure", measure)
     with pytest.raises(ServerDiedError):
         _run_one_gate(tmp_path, server)
 
@@ -144,7 +145,7 @@ def test_client_error_from_a_live_server_stays_what_it_is(tmp_path: Path, monkey
     def measure(*args: Any, **kwargs: Any) -> Any:
         raise ConnectionResetError("reset")
 
-    monkeypatch.setattr(runner, "_measure", measure)
+    monkeypatch.setattr(server_job, "_measure", measure)
     real = server.death_behind
     monkeypatch.setattr(server, "death_behind", lambda exc, grace=0.0: real(exc, grace=0.2))
     with pytest.raises(ConnectionResetError):

@@ -199,8 +199,8 @@ def test_gate_decision_finds_a_hub_reference_without_downloading_or_vllm(
 
 def test_quant_eval_job_sees_the_hub_reference(hub_family: tuple[Path, str]) -> None:
     """A quant's own eval job (which serves only the quant) compares it with the Hub reference's record."""
+    from hfrelease.evaluation.judging import judge
     from hfrelease.evaluation.plan import installed_harness, plan_eval
-    from hfrelease.evaluation.runner import judge
     from hfrelease.ledger.store import Ledger
     from hfrelease.manifest import load_manifest
 
