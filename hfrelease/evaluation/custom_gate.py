@@ -27,7 +27,7 @@ from typing import Any
 
 from hfrelease import shell
 from hfrelease.errors import MeasurementError
-from hfrelease.evaluation.lm_eval_gate import GateRun
+from hfrelease.evaluation.gate_run import GateRun
 from hfrelease.manifest import Gate
 
 

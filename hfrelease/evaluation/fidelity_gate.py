@@ -26,7 +26,7 @@ from typing import Any
 
 from hfrelease.errors import MeasurementError
 from hfrelease.evaluation.fidelity import figures_from_raw, parse_prompt_logprobs, summarize
-from hfrelease.evaluation.lm_eval_gate import GateRun
+from hfrelease.evaluation.gate_run import GateRun
 from hfrelease.manifest.model import MAX_TOP_K, Gate
 
 Post = Callable[[str, Mapping[str, Any]], dict[str, Any]]  # (url, JSON body) -> JSON response

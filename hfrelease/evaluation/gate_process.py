@@ -30,7 +30,8 @@ from typing import Any
 
 from hfrelease.errors import MeasurementError
 from hfrelease.evaluation.failures import RequestsFailedError
-from hfrelease.evaluation.lm_eval_gate import LmEvalCall, RequestCache
+from hfrelease.evaluation.lm_eval_command import LmEvalCall
+from hfrelease.evaluation.lm_eval_gate import RequestCache
 from hfrelease.manifest import Gate
 
 # Imported by the forkserver before it forks any gate (what every gate would otherwise import itself).

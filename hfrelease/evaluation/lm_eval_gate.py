@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import math
-import shlex
 import sqlite3
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -37,32 +35,12 @@ from typing import Any
 
 from hfrelease.errors import MeasurementError
 from hfrelease.evaluation.failures import RequestsFailedError, request_failure_kind
-from hfrelease.evaluation.timeouts import MAX_RETRIES, gate_request_timeout
+from hfrelease.evaluation.gate_run import GateRun
+from hfrelease.evaluation.lm_eval_command import LmEvalCall
+from hfrelease.evaluation.lm_eval_results import FAILED_ANSWER, collect
 from hfrelease.manifest import Gate
 
 Progress = Callable[[int, int], None]  # (requests done, requests total)
-RESPONSE_EXCERPT = 2000  # characters of each response kept in the ledger
-FAILED_ANSWER = "[hfrelease: no answer, the request failed]"  # what a failed request's sample is scored on
-
-
-@dataclass(frozen=True, kw_only=True)
-class GateRun:
-    """What one gate measured: lm-eval's numbers plus the per-sample outcomes behind them."""
-
-    value: float
-    stderr: float | None
-    metrics: dict[str, dict[str, float | None]]
-    samples: list[dict[str, Any]]
-    n: int
-    truncated: int
-    empty: int
-    requests: int
-    task_hash: str | None
-    lm_eval: dict[str, Any] = field(default_factory=dict)  # lm-eval's results, configs, versions, n-samples
-    resumed: int = 0  # answers taken from an interrupted run's request cache (not sent again)
-    raw: bytes | None = None  # raw responses kept beside the record (a fidelity gate's, one JSON line a prompt)
-    failed: int = 0  # samples whose request failed after every attempt (scored on FAILED_ANSWER, never right)
-    failures: dict[str, int] = field(default_factory=dict)  # failed requests by kind ("HTTP 500 ...": 3)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -305,162 +283,6 @@ def _model_classes() -> tuple[type[Any], type[Any]]:
     return ObservedChat, ObservedCompletions
 
 
-def _none_placeholder() -> str:
-    from lm_eval.models.api_models import LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER
-
-    return str(LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER)
-
-
-def generation_kwargs(gate: Gate) -> dict[str, Any]:
-    """The request settings every generation of the gate carries (thinking switch included)."""
-    kwargs: dict[str, Any] = {"max_tokens": gate.max_tokens, "temperature": gate.temperature}
-    if gate.top_p is not None:
-        kwargs["top_p"] = gate.top_p
-    if gate.api == "chat":
-        kwargs["chat_template_kwargs"] = {"enable_thinking": gate.mode == "thinking"}
-    return kwargs
-
-
-def split_metric(metric: str) -> tuple[str, str]:
-    """lm-eval names a value "metric,filter" (e.g. exact_match,strict-match); no filter means "none"."""
-    name, _, filter_key = metric.partition(",")
-    return name, filter_key or "none"
-
-
-def sample_hash(samples: Sequence[Mapping[str, Any]]) -> str:
-    """lm-eval's task hash (EvaluationTracker.save_results_aggregated): sha256 of the concatenated
-    doc/prompt/target hashes of the samples, so a record can be matched against lm-eval's own files."""
-    joined = "".join(str(s["doc_hash"]) + str(s["prompt_hash"]) + str(s["target_hash"]) for s in samples)
-    return hashlib.sha256(joined.encode("utf-8")).hexdigest()
-
-
-# Flags of lm-eval's command line (lm-eval 0.4.13, `lm_eval/_cli/run.py` and `config/evaluate_config.py`) for the
-# `simple_evaluate` arguments hfrelease sets; `LmEvalCall.argv` refuses any other, so every argument the
-# Python call receives has a printed form.
-_SEED_ARGUMENTS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
-
-
-@dataclass(frozen=True, kw_only=True)
-class LmEvalCall:
-    """One lm-eval run as data, built once: `run_lm_eval_gate` passes it to lm-eval's Python API and
-    `argv` renders it as the `lm_eval` command line that does the same, so the two cannot drift.
-
-    `model_args` are the model class's constructor arguments (`--model_args`, given as JSON so that every
-    value keeps its type); lm-eval's command line also hands them to the task manager as metadata, and so
-    does the Python call. `evaluate` holds the other `simple_evaluate` arguments.
-    """
-
-    model: str  # lm-eval's registry name of the model class
-    model_args: Mapping[str, Any]
-    tasks: tuple[str, ...]
-    include_path: str | None
-    evaluate: Mapping[str, Any]
-
-    def argv(self, *, output_path: str, executable: str = "lm_eval") -> list[str]:
-        """The `lm_eval` argv; `output_path` is where lm-eval's CLI writes results and samples (a file
-        output only: the Python call keeps them in memory)."""
-        argv = [executable, "--model", self.model, "--model_args", _json(self.model_args),
-                "--tasks", ",".join(self.tasks)]  # fmt: skip
-        if self.include_path is not None:
-            argv += ["--include_path", self.include_path]
-        options = dict(self.evaluate)
-        seeds = [options.pop(name, None) for name in _SEED_ARGUMENTS]
-        # `--seed N` sets all four generators; without it lm-eval seeds 0,1234,1234,1234.
-        if any(seed is not None for seed in seeds):
-            argv += ["--seed", str(seeds[0]) if len(set(seeds)) == 1 else ",".join(map(str, seeds))]
-        chat = options.pop("apply_chat_template", False)
-        if chat is True:
-            argv.append("--apply_chat_template")
-        elif chat:
-            argv += ["--apply_chat_template", str(chat)]
-        # lm-eval's CLI turns fewshot_as_multiturn on with a chat template and leaves it unset (None) without.
-        multiturn = options.pop("fewshot_as_multiturn", None)
-        if multiturn != (True if chat else None):
-            argv += ["--fewshot_as_multiturn", str(bool(multiturn)).lower()]
-        gen_kwargs = options.pop("gen_kwargs", None)
-        if gen_kwargs:
-            argv += ["--gen_kwargs", _json(gen_kwargs)]
-        for name, flag in (("num_fewshot", "--num_fewshot"), ("limit", "--limit"),
-                           ("system_instruction", "--system_instruction")):
-            value = options.pop(name, None)
-            if value is not None:
-                argv += [flag, str(value)]
-        if options.pop("log_samples", False):
-            argv.append("--log_samples")
-        if options:
-            raise ValueError(f"no lm_eval flag for simple_evaluate argument(s) {sorted(options)}")
-        return [*argv, "--output_path", output_path]
-
-    def display(self, *, output_path: str, executable: str = "lm_eval") -> str:
-        """The command line, quoted for a POSIX shell."""
-        return shlex.join(self.argv(output_path=output_path, executable=executable))
-
-
-def _json(value: Any) -> str:
-    # JSON, not lm-eval's key=value form: that form splits on commas and re-types values ("1e5" becomes a
-    # float, "None" None), JSON keeps each value as the Python call receives it.
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def lm_eval_call(
-    gate: Gate,
-    *,
-    base_url: str,
-    model: str,
-    task_dir: Path | None,
-    tokenizer: str | None,
-    tokenizer_revision: str | None = None,
-    num_concurrent: int | None = None,
-) -> LmEvalCall:
-    """The lm-eval run of `gate` against the server at `base_url` serving `model`.
-
-    `num_concurrent`: the requests it may keep in flight (default the gate's own); a gate running beside the
-    artifact's others gets the artifact's whole budget, which the gates share (`hfrelease.evaluation.budget`).
-
-    `tokenizer` (log-likelihood tasks need one) is a local tokenizer directory, so that nothing is fetched
-    from the Hub, or, in a dry run of a Hub source not downloaded yet, its repo id at `tokenizer_revision`;
-    None for chat gates, which send text and need none.
-    """
-    assert gate.task is not None
-    model_args: dict[str, Any] = {
-        "model": model,
-        "num_concurrent": num_concurrent or gate.num_concurrent,
-        "max_retries": MAX_RETRIES,
-        "seed": gate.seed,
-        "max_gen_toks": gate.max_tokens,
-        # Per request (aiohttp's total timeout of each attempt), from the gate's budget.
-        "timeout": math.ceil(gate_request_timeout(gate)),
-    }
-    if gate.api == "chat":
-        # think_end_token: without a reasoning parser the answer follows </think> in `content`; lm-eval keeps
-        # only what follows it (a thinking gate scored on its think block would fail every sample).
-        model_args |= {"base_url": f"{base_url}/v1/chat/completions", "think_end_token": "</think>"}
-    else:
-        model_args |= {"base_url": f"{base_url}/v1/completions", "tokenized_requests": False}
-    if tokenizer:
-        model_args |= {"tokenizer": tokenizer, "tokenizer_backend": "huggingface"}
-        if tokenizer_revision:
-            model_args["revision"] = tokenizer_revision
-    else:
-        model_args["tokenizer_backend"] = None
-    chat = gate.api == "chat"
-    evaluate: dict[str, Any] = {
-        "num_fewshot": gate.num_fewshot,
-        "limit": gate.limit,
-        "gen_kwargs": generation_kwargs(gate),
-        "apply_chat_template": chat,
-        "fewshot_as_multiturn": True if chat else None,  # what lm-eval's CLI passes
-        "log_samples": True,
-        **dict.fromkeys(_SEED_ARGUMENTS, gate.seed),
-    }
-    return LmEvalCall(
-        model="local-chat-completions" if chat else "local-completions",
-        model_args=model_args,
-        tasks=(gate.task,),
-        include_path=str(task_dir) if task_dir else None,
-        evaluate=evaluate,
-    )
-
 
 def run_lm_eval_gate(
     gate: Gate, call: LmEvalCall, *, on_progress: Progress | None = None, cache: RequestCache | None = None,
@@ -503,86 +325,5 @@ def run_lm_eval_gate(
                                           metadata=metadata, **call.evaluate, **options)
     if results is None:
         raise MeasurementError(f"lm-eval returned no results for {gate.task}")
-    return replace(_collect(gate, results, observer), resumed=resumed)
-
-
-def _collect(gate: Gate, results: dict[str, Any], observer: _Observer) -> GateRun:
-    metric_name, filter_key = split_metric(gate.metric)
-    task_results = results["results"]
-    headline = task_results.get(gate.task) or results.get("groups", {}).get(gate.task)
-    if headline is None or gate.metric not in headline:
-        available = sorted(k for k in (headline or {}) if "," in k and "_stderr" not in k)
-        raise MeasurementError(
-            f"lm-eval reported no {gate.metric!r} for task {gate.task!r} (it reported: {', '.join(available)})",
-            hint=f"Set gate {gate.id!r} metric to one of the names above.",
-        )
-    value = float(headline[gate.metric])
-    stderr_raw = headline.get(f"{metric_name}_stderr,{filter_key}")
-    stderr = float(stderr_raw) if isinstance(stderr_raw, int | float) else None
-    metrics: dict[str, dict[str, float | None]] = {}
-    for key, raw in headline.items():
-        if "," in key and "_stderr" not in key and isinstance(raw, int | float):
-            name, filt = split_metric(key)
-            err = headline.get(f"{name}_stderr,{filt}")
-            metrics[key] = {"value": float(raw), "stderr": float(err) if isinstance(err, int | float) else None}
-
-    all_samples: dict[str, list[dict[str, Any]]] = results.get("samples", {})
-    multi_task = len(all_samples) > 1
-    samples: list[dict[str, Any]] = []
-    truncated = empty = failed = 0
-    pool = {text: list(reasons) for text, reasons in observer.finish.items()}
-    lm_samples: list[dict[str, Any]] = []
-    for task_name, task_samples in sorted(all_samples.items()):
-        for sample in task_samples:
-            if sample.get("filter") != filter_key:
-                continue
-            lm_samples.append(sample)
-            raw = sample.get("resps", [[None]])
-            response = raw[0][0] if raw and raw[0] else None
-            text = response if isinstance(response, str) else ""
-            is_failed = text == FAILED_ANSWER or _failed_loglikelihood(raw)
-            reasons = [] if is_failed else pool.get(text) or pool.get("") or []
-            reason = reasons.pop(0) if reasons else ""
-            is_truncated = reason == "length"
-            # A failed request has no answer: it counts against max_truncated as an empty one does.
-            is_empty = is_failed or (gate.api == "chat" and (not text.strip() or text == _none_placeholder()))
-            truncated += is_truncated
-            empty += is_empty
-            failed += is_failed
-            text = "" if is_failed else text
-            score = sample.get(metric_name)
-            samples.append(
-                {
-                    "doc_id": f"{task_name}/{sample['doc_id']}" if multi_task else str(sample["doc_id"]),
-                    "score": float(score) if isinstance(score, int | float | bool) else 0.0,
-                    "truncated": is_truncated,
-                    "empty": is_empty,
-                    "response": text[:RESPONSE_EXCERPT],
-                    "target": str(sample.get("target"))[:200],
-                }
-            )
-    kept = {k: results.get(k) for k in ("versions", "n-shot", "n-samples", "higher_is_better", "group_subtasks")}
-    kept["results"] = {k: v for k, v in task_results.items()}
-    return GateRun(
-        value=value,
-        stderr=stderr,
-        metrics=metrics,
-        samples=samples,
-        n=len(samples),
-        truncated=truncated,
-        empty=empty,
-        requests=observer.done,
-        task_hash=sample_hash(lm_samples) if lm_samples else None,
-        lm_eval=kept,
-        failed=failed,
-        failures=dict(observer.failures),
-    )
-
-
-def _failed_loglikelihood(raw: Any) -> bool:
-    """A log-likelihood sample one of whose requests failed (answered -inf, which no real log-probability is)."""
-    return any(
-        isinstance(resp, list | tuple) and resp and isinstance(resp[0], list | tuple) and resp[0]
-        and isinstance(resp[0][0], float) and resp[0][0] == -math.inf
-        for resp in raw or ()
-    )  # fmt: skip
+    return replace(collect(gate, results, finish=observer.finish, requests=observer.done,
+                           failures=observer.failures), resumed=resumed)

@@ -17,7 +17,7 @@ from typing import Any
 from hfrelease.errors import ArtifactError
 from hfrelease.evaluation.budget import InFlight, Sweep, choose_in_flight, find_sweep
 from hfrelease.evaluation.custom_gate import custom_gate_argv
-from hfrelease.evaluation.lm_eval_gate import LmEvalCall, lm_eval_call
+from hfrelease.evaluation.lm_eval_command import LmEvalCall, lm_eval_call
 from hfrelease.evaluation.seeds import seed_runs
 from hfrelease.hashing import ContentHash, HashCache, hash_artifact
 from hfrelease.ledger.record import LedgerRecord, input_key

@@ -10,7 +10,8 @@ from hfrelease.errors import MeasurementError
 from hfrelease.evaluation.fidelity_gate import (
     top_k,
 )
-from hfrelease.evaluation.lm_eval_gate import GateRun, generation_kwargs
+from hfrelease.evaluation.gate_run import GateRun
+from hfrelease.evaluation.lm_eval_command import generation_kwargs
 from hfrelease.evaluation.plan import (
     GateJob,
     ServerJob,

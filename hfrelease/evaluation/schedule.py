@@ -43,7 +43,9 @@ from hfrelease.serving.stall import Progress, StallWatch
 
 if TYPE_CHECKING:
     from hfrelease.errors import MeasurementError
-    from hfrelease.evaluation.lm_eval_gate import GateRun, LmEvalCall, RequestCache
+    from hfrelease.evaluation.gate_run import GateRun
+    from hfrelease.evaluation.lm_eval_command import LmEvalCall
+    from hfrelease.evaluation.lm_eval_gate import RequestCache
     from hfrelease.evaluation.plan import GateJob, ServerJob
     from hfrelease.manifest import Gate
     from hfrelease.serving.alarm import Alarm

@@ -24,8 +24,10 @@ from hfrelease.evaluation.fidelity_gate import (
     read_raw,
     reference_lines,
 )
+from hfrelease.evaluation.gate_run import GateRun
 from hfrelease.evaluation.judging import RunKey, reference_record
-from hfrelease.evaluation.lm_eval_gate import GateRun, LmEvalCall, RequestCache, run_lm_eval_gate
+from hfrelease.evaluation.lm_eval_command import LmEvalCall
+from hfrelease.evaluation.lm_eval_gate import RequestCache, run_lm_eval_gate
 from hfrelease.evaluation.logs import stderr_to
 from hfrelease.evaluation.plan import (
     GateJob,

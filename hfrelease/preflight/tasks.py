@@ -6,7 +6,7 @@ includes resolved). From an entry's config follows what lm-eval will report for 
 `metric,filter` for each metric of its `metric_list` (else lm-eval's defaults for its `output_type`) and
 each filter of its `filter_list` (else the single filter `none`); a group reports only what its
 `aggregate_metric_list` aggregates; a tag is a set of tasks with no combined score. That is exactly what
-the gate runner reads (`hfrelease.evaluation.lm_eval_gate._collect`), so a misspelt task, metric or filter
+the gate runner reads (`hfrelease.evaluation.lm_eval_results.collect`), so a misspelt task, metric or filter
 is found here, before a server starts, instead of on a GPU runner.
 
 Indexing lm-eval's own ~15,000 YAML files takes seconds, so the index of the built-in tasks is kept in a

@@ -1,7 +1,7 @@
 """A thinking gate's chat template takes the thinking switch the gate sends.
 
 Every chat gate sends `chat_template_kwargs = {"enable_thinking": <mode == thinking>}`
-(`hfrelease.evaluation.lm_eval_gate.generation_kwargs`). vLLM hands those to the template and a template
+(`hfrelease.evaluation.lm_eval_command.generation_kwargs`). vLLM hands those to the template and a template
 that never reads `enable_thinking` ignores them silently: the "thinking" gate would measure the model's
 default mode. The template is read from one small file (the tokenizer config of a local source, or of a
 Hub source at its pinned revision), then rendered both ways for one user message, in a sandbox like
