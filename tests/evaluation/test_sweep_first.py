@@ -15,6 +15,7 @@ import tomli_w
 
 from hfrelease.evaluation import budget, runner
 from hfrelease.evaluation.budget import InFlight, Sweep, SweepPoint, measured_first, planned_sweep
+from hfrelease.evaluation.events import NullEvents
 from hfrelease.evaluation.plan import ServerJob, plan_eval
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import load_manifest
@@ -129,7 +130,7 @@ def test_run_measures_the_sweep_before_the_gates_and_takes_its_knee(family: Path
     monkeypatch.setattr(runner, "_start", lambda manifest, job, **kw: (server, "command"))
     monkeypatch.setattr(runner, "_gates_with_load", gates)
     monkeypatch.setattr(runner, "judge", lambda plan, **kw: [])
-    sharing = _Sharing(Session(), runner.NullEvents(), ledger=Ledger(tmp_path / "ledger"),  # type: ignore[arg-type]
+    sharing = _Sharing(Session(), NullEvents(), ledger=Ledger(tmp_path / "ledger"),  # type: ignore[arg-type]
                        sweeps_first={"ref": budget.PlannedSweep(workload_id="chat", levels=(1, 2))})
     runner.run_eval(plan, ledger=Ledger(tmp_path / "ledger"), run_dir=tmp_path / "run",
                     before_gates=sharing.before, after_gates=sharing.after)
