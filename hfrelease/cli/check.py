@@ -6,10 +6,12 @@ from pathlib import Path
 
 import click
 
+from hfrelease.cli import options
+
 
 @click.command()
 @click.argument("manifests", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@options.as_json("the result")
 @click.option("--cards", is_flag=True, help="Also lint the rendered model cards against the ledger.")
 @click.option("--since", help="With --cards: the cards were rendered with `render --since SINCE`; their "
               "'Changes since' numbers are re-derived from that comparison.")

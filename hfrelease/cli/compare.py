@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hfrelease.cli import options
+
 if TYPE_CHECKING:
     from hfrelease.manifest import Manifest
 
@@ -23,8 +25,8 @@ def _needs_manifest(spec: str) -> bool:
                    "and release-tag sides.")  # fmt: skip
 @click.option("--hub", help="Hub endpoint for release tags, or `local` for the built-in Hub "
                             "(default: HF_ENDPOINT when set, else [publish].endpoint).")  # fmt: skip
-@click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False), help="State directory of the local Hub.")
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on stdout.")
+@options.LOCAL_HUB_ROOT
+@options.as_json("the comparison")
 @click.option("--markdown", is_flag=True, help="Print the comparison as a Markdown section on stdout.")
 def compare(
     old: str, new: str, manifest_path: Path | None, hub: str | None, hub_root: Path | None, as_json: bool,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hfrelease.cli.json_error import json_on_error
+from hfrelease.cli import options
 
 if TYPE_CHECKING:
     from hfrelease.evaluation.plan import EvalPlan
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 
 @click.command("eval")
-@click.argument("manifest", type=click.Path(path_type=Path), default=Path())
-@click.option("--artifact", "artifacts", multiple=True, help="Evaluate only this artifact id (repeatable).")
+@options.MANIFEST
+@options.artifacts("Evaluate only")
 @click.option("--gate", "gates", multiple=True, help="Run only this gate id (repeatable).")
 @click.option("--endpoint", help="Attach to a running vLLM server (its base URL) instead of starting one.")
 @click.option("--force", is_flag=True, help="Re-measure even when a matching result is recorded.")
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 @click.option("--workload", "workloads", multiple=True, help="Speed anchors: only this workload id (repeatable).")
 @click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False),
               help="Where server and lm-eval logs go (default: runs/).")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
-@json_on_error
+@options.as_json("the results")
+@options.json_on_error
 def eval_(
     manifest: Path, artifacts: tuple[str, ...], gates: tuple[str, ...], endpoint: str | None,
     force: bool, dry_run: bool, speed: bool, run_dir: Path | None, as_json: bool,

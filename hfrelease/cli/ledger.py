@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from hfrelease.cli import options
+
 
 @click.group()
 def ledger() -> None:
@@ -16,7 +18,7 @@ def ledger() -> None:
 @click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--into", "target", required=True, type=click.Path(path_type=Path, file_okay=False),
               help="The ledger directory to merge into (e.g. model_cards/<family>/results).")
-@click.option("--json", "as_json", is_flag=True, help="Print the merge report as JSON on stdout.")
+@options.as_json("the merge report")
 def merge(sources: tuple[Path, ...], target: Path, as_json: bool) -> None:
     """Copy every record of SOURCES into --into: nothing is overwritten, identical records are skipped."""
     from hfrelease.cli.output import err_console, print_json

@@ -17,7 +17,7 @@ from rich.text import Text
 from hfrelease.redact import redact
 
 if TYPE_CHECKING:
-    from hfrelease.stages.view import Block, Cell
+    from hfrelease.stages.view import Block, Cell, Part
 
 
 def _width(stream: TextIO) -> int | None:
@@ -73,6 +73,15 @@ def show(view: Iterable[Block]) -> None:
     for block in view:
         console = err_console if isinstance(block, Line) and block.err else out_console
         console.print(_drawn(block), soft_wrap=isinstance(block, Line) and not block.wrap)
+
+
+def markup(parts: tuple[Part, ...]) -> str:
+    """`parts` as Rich markup, its text escaped (for what takes markup: a progress bar's description)."""
+    from rich.markup import escape
+
+    from hfrelease.stages.view import Styled
+
+    return "".join(f"[{p.style}]{escape(p.text)}[/]" if isinstance(p, Styled) else escape(p) for p in parts)
 
 
 def drawn(view: Iterable[Block]) -> RenderableType:

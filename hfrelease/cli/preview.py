@@ -8,9 +8,11 @@ from pathlib import Path
 
 import click
 
+from hfrelease.cli import options
+
 
 @click.command()
-@click.argument("manifest", type=click.Path(path_type=Path), default=Path())
+@options.MANIFEST
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Write the pages to DIR and exit (default: serve them until interrupted).")
 @click.option("--port", default=0, show_default=True, help="Port to serve on (0: a free one, printed at start).")

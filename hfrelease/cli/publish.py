@@ -9,22 +9,22 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hfrelease.cli import options
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress, TaskID
 
     from hfrelease.publish.events import OnEvent, PublishEvent
 
-_MANIFEST = click.argument("manifest", type=click.Path(path_type=Path), default=Path())
-_ARTIFACT = click.option("--artifact", "artifacts", multiple=True, help="Only this artifact id (repeatable).")
 
 
 @click.command()
-@_MANIFEST
-@_ARTIFACT
+@options.MANIFEST
+@options.artifacts()
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False),
               help="Also write each repo's files under DIR/<artifact-id>/.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
+@options.as_json("the plan")
 def bundle(manifest: Path, artifacts: tuple[str, ...], out: Path | None, as_json: bool) -> None:
     """Plan the files each repo will hold, with a MANIFEST of sha256 and size.
 
@@ -44,8 +44,8 @@ def bundle(manifest: Path, artifacts: tuple[str, ...], out: Path | None, as_json
 
 
 @click.command()
-@_MANIFEST
-@_ARTIFACT
+@options.MANIFEST
+@options.artifacts()
 @click.option("--hub", help="Hub endpoint URL, or `local` for the built-in Hub (default: [publish].endpoint).")
 @click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False),
               help="State directory of `--hub local` (default: <family>/.hfrelease/hub).")  # fmt: skip
@@ -54,7 +54,7 @@ def bundle(manifest: Path, artifacts: tuple[str, ...], out: Path | None, as_json
 @click.option("--pr", is_flag=True, default=None, help="Stop after staging every repo as a pull request.")
 @click.option("--allow-failed-gates", is_flag=True,
               help="Publish artifacts whose recorded gate results failed; their release commits name the gates.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan and outcome as JSON on stdout.")
+@options.as_json("the plan and outcome")
 @click.pass_context
 def publish(
     ctx: click.Context, manifest: Path, artifacts: tuple[str, ...], hub: str | None, hub_root: Path | None,
@@ -91,49 +91,28 @@ def publish(
 
 class ReleaseProgress:
     """A live Rich display of a release: one row per repo, its steps (stage -> verify -> promote -> tag) and
-    the bytes staged so far. Called with the core's events (`hfrelease.publish.events`), from any thread."""
+    the bytes staged so far (`stages.publish_view.PublishProgress`). Called with the core's events, from any
+    thread."""
 
     def __init__(self, progress: Progress) -> None:
-        self.progress = progress
+        from hfrelease.stages.publish_view import PublishProgress
+
+        self.progress, self.state = progress, PublishProgress()
         self.tasks: dict[str, TaskID] = {}
-        self.sent: dict[str, dict[str, int]] = {}  # repo -> path -> bytes read for upload so far
-        self.done: dict[str, list[str]] = {}  # repo -> steps finished
 
     def __call__(self, event: PublishEvent) -> None:
-        from hfrelease.publish.events import BytesSent, RepoPlanned, StepDone, StepStarted
+        from hfrelease.cli.output import markup
 
-        if isinstance(event, RepoPlanned):
-            total = event.bytes_to_send or None
-            self.tasks[event.repo] = self.progress.add_task(
-                "already released" if event.released else self._steps(event.repo, None), repo=event.repo,
-                total=total, completed=0,
-            )  # fmt: skip
-            self.sent[event.repo], self.done[event.repo] = {}, []
+        change = self.state.update(event)
+        if change is None:
             return
-        task = self.tasks.get(event.repo)
-        if task is None:
-            return
-        if isinstance(event, BytesSent):
-            self.sent[event.repo][event.path] = event.sent
-            self.progress.update(task, completed=sum(self.sent[event.repo].values()))
-        elif isinstance(event, StepStarted):
-            self.progress.update(task, description=self._steps(event.repo, event.step))
-        elif isinstance(event, StepDone):
-            self.done[event.repo].append(event.step)
-            description = self._steps(event.repo, None)
-            if event.step == "tag":
-                description = f"[green]released {event.detail}[/] at {(event.commit or '')[:12]}"
-            # After staging, the Hub has all the content, including what it skipped because it held it already.
-            completed = self.progress.tasks[task].total if event.step == "stage" else None
+        description = markup(change.description) if change.description is not None else None
+        if change.new:
+            self.tasks[change.repo] = self.progress.add_task(description or "", repo=change.repo, total=change.total,
+                                                             completed=0)
+        elif (task := self.tasks.get(change.repo)) is not None:
+            completed = self.progress.tasks[task].total if change.staged else change.completed
             self.progress.update(task, description=description, completed=completed)
-
-    def _steps(self, repo: str, current: str | None) -> str:
-        from hfrelease.publish.events import STEPS
-
-        done = self.done.get(repo, [])
-        shown = [f"[green]{s}[/]" if s in done else f"[bold yellow]{s}[/]" if s == current else f"[dim]{s}[/]"
-                 for s in STEPS]  # fmt: skip
-        return " → ".join(shown)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hfrelease.cli import options
+
 if TYPE_CHECKING:
     from hfrelease.stages.release import StepSettings
 
@@ -14,7 +16,7 @@ _ONLY = ("check", "gate", "publish")
 
 
 @click.command()
-@click.argument("manifest", type=click.Path(path_type=Path), default=Path())
+@options.MANIFEST
 @click.option("--hub", default="local", show_default=True,
               help="`local` for the built-in Hub (started for the rehearsal), a Hub URL, or `manifest` for "
                    "[publish].endpoint (HF_ENDPOINT, when set, overrides it as it does for huggingface_hub).")
@@ -22,7 +24,7 @@ _ONLY = ("check", "gate", "publish")
 @click.option("--work", "work_dir", type=click.Path(path_type=Path, file_okay=False),
               help="Where the jobs' workspaces, the artifacts, the logs and the local Hub go "
                    "(default: <family>/.hfrelease/release).")
-@click.option("--artifact", "artifacts", multiple=True, help="With --only: only this artifact id (repeatable).")
+@options.artifacts("With --only: only")
 @click.option("--gate", "gates", multiple=True, help="With --only: only this gate id (repeatable).")
 @click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False),
               help="State directory of `--hub local` (default: WORK/hub).")

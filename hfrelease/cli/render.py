@@ -6,17 +6,19 @@ from pathlib import Path
 
 import click
 
+from hfrelease.cli import options
+
 
 @click.command()
-@click.argument("manifest", type=click.Path(path_type=Path), default=Path())
-@click.option("--artifact", "artifacts", multiple=True, help="Only this artifact id (repeatable).")
+@options.MANIFEST
+@options.artifacts()
 @click.option("--diff", is_flag=True, help="Show what changed against the last render, and write nothing.")
 @click.option("--no-plots", is_flag=True, help="Skip the plots (faster; plot files on disk are left as they are).")
-@click.option("--json", "as_json", is_flag=True, help="Print the changed files as JSON on stdout.")
+@options.as_json("the changed files")
 @click.option("--since", help="Add 'Changes since SINCE' to each card: the ledger compared with this release tag "
                               "(or git:REF, or a ledger directory), as `hfrelease compare` does.")
 @click.option("--hub", help="Hub endpoint for --since, or `local` (default: HF_ENDPOINT, else [publish].endpoint).")
-@click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False), help="State directory of the local Hub.")
+@options.LOCAL_HUB_ROOT
 def render(
     manifest: Path, artifacts: tuple[str, ...], diff: bool, no_plots: bool, as_json: bool, since: str | None,
     hub: str | None, hub_root: Path | None,
@@ -26,8 +28,8 @@ def render(
     Every number comes from a ledger record; a gate the manifest promises but the ledger lacks stops
     the render (exit 6) naming it. Speed sections without records say "not measured".
     """
-    from hfrelease.cli.output import err_console, print_json
-    from hfrelease.stages.cards import RenderSettings, render_stage
+    from hfrelease.cli.output import err_console, print_json, show
+    from hfrelease.stages.cards import RenderSettings, render_stage, render_view
 
     report = render_stage(RenderSettings(manifest=manifest, artifacts=artifacts, plots=not no_plots, write=not diff,
                                          since=since, hub=hub, hub_root=hub_root), announce=err_console.print)
@@ -35,11 +37,5 @@ def render(
         print_json(report.as_dict()["changes"])
     if diff:
         click.echo(report.diff(), nl=False)
-        if not as_json:
-            n = len(report.changes)
-            err_console.print(f"{n} file{'s' if n != 1 else ''} would change (nothing written)")
-        return
     if not as_json:
-        for change in report.changes:
-            err_console.print(f"{change.status:>8} {change.path}")
-        err_console.print(f"[green]✓[/] {report.cards} cards rendered, {len(report.changes)} files changed")
+        show(render_view(report))

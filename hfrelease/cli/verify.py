@@ -6,12 +6,14 @@ from pathlib import Path
 
 import click
 
+from hfrelease.cli import options
+
 
 @click.command()
-@click.argument("manifest", type=click.Path(path_type=Path), default=Path())
+@options.MANIFEST
 @click.option("--hub", help="Hub endpoint, or `local` for the built-in Hub (default: [publish].endpoint).")
-@click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False), help="State directory of the local Hub.")
-@click.option("--artifact", "artifacts", multiple=True, help="Verify only this artifact id (repeatable).")
+@options.LOCAL_HUB_ROOT
+@options.artifacts("Verify only")
 @click.option("--bundle", "bundle_dir", type=click.Path(path_type=Path, exists=True, file_okay=False),
               help="A bundle directory (`hfrelease bundle --out DIR`) to compare with (default: the MANIFESTs "
                    "`publish` kept in <family>/.hfrelease/bundle/<tag>/, when present).")  # fmt: skip
@@ -21,7 +23,7 @@ import click
 @click.option("--serve", "serve_id", help="Also serve this artifact's downloaded copy with vLLM and ask it a question.")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False),
               help="Where to download (default: a temp dir).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@options.as_json("the result")
 def verify(
     manifest: Path, hub: str | None, hub_root: Path | None, artifacts: tuple[str, ...], bundle_dir: Path | None,
     serve_id: str | None, out: Path | None, as_json: bool, attested_by: str | None = None,

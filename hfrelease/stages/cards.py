@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from hfrelease.cards.write import FileChange
     from hfrelease.compare import FamilyComparison
     from hfrelease.manifest import Manifest
+    from hfrelease.stages.view import Block
 
 
 def read_comparison(
@@ -88,6 +89,17 @@ class RenderReport:
         from hfrelease.cards import unified_diff
 
         return unified_diff(list(self.changes), self.family_root)
+
+
+def render_view(report: RenderReport) -> list[Block]:
+    """What `render` says on stderr: each file changed and a count, or (not written) how many would change."""
+    from hfrelease.stages.view import Styled, line
+
+    n = len(report.changes)
+    if not report.written:
+        return [line(f"{n} file{'s' if n != 1 else ''} would change (nothing written)", err=True, wrap=True)]
+    return [*(line(f"{change.status:>8} {change.path}", err=True, wrap=True) for change in report.changes),
+            line(Styled("✓", "green"), f" {report.cards} cards rendered, {n} files changed", err=True, wrap=True)]
 
 
 def render_stage(settings: RenderSettings, *, announce: Callable[[str], None] | None = None) -> RenderReport:

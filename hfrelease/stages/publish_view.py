@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hfrelease.stages.view import Block, Styled, line, note, table
+from hfrelease.stages.view import Block, Part, Styled, line, note, table
 
 if TYPE_CHECKING:
+    from hfrelease.publish.events import PublishEvent
     from hfrelease.stages.publish import BundleReport, PublishStageReport, VerifyReport
 
 
@@ -67,3 +69,58 @@ def verify_view(report: VerifyReport) -> list[Block]:
         view += [line(f"served {served.artifact_id} from its downloaded copy: {served.command}"),
                  line(f"  Q: {served.question}  A: {served.answer}", wrap=True)]
     return view
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepoProgress:
+    """What a repo's line of the release's live display becomes: its description (None: unchanged), the
+    bytes staged so far (None: unchanged; `staged`: all of them), and whether the line is new."""
+
+    repo: str
+    description: tuple[Part, ...] | None = None
+    completed: int | None = None
+    total: int | None = None
+    new: bool = False
+    staged: bool = False
+
+
+class PublishProgress:
+    """A release's progress per repo, kept from the publish events (`hfrelease.publish.events`): the steps
+    done (stage -> verify -> promote -> tag) and the bytes read for upload so far."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, dict[str, int]] = {}  # repo -> path -> bytes read for upload so far
+        self.done: dict[str, list[str]] = {}  # repo -> steps finished
+
+    def update(self, event: PublishEvent) -> RepoProgress | None:
+        """What `event` changes on its repo's line (None: nothing, or a repo that was never planned)."""
+        from hfrelease.publish.events import BytesSent, RepoPlanned, StepDone, StepStarted
+
+        if isinstance(event, RepoPlanned):
+            self.sent[event.repo], self.done[event.repo] = {}, []
+            description = (("already released",) if event.released else self._steps(event.repo, None))
+            return RepoProgress(repo=event.repo, description=description, total=event.bytes_to_send or None,
+                                completed=0, new=True)
+        if event.repo not in self.done:
+            return None
+        if isinstance(event, BytesSent):
+            self.sent[event.repo][event.path] = event.sent
+            return RepoProgress(repo=event.repo, completed=sum(self.sent[event.repo].values()))
+        if isinstance(event, StepStarted):
+            return RepoProgress(repo=event.repo, description=self._steps(event.repo, event.step))
+        if isinstance(event, StepDone):
+            self.done[event.repo].append(event.step)
+            description = self._steps(event.repo, None)
+            if event.step == "tag":
+                description = (Styled(f"released {event.detail}", "green"), f" at {(event.commit or '')[:12]}")
+            # After staging, the Hub has all the content, including what it skipped because it held it already.
+            return RepoProgress(repo=event.repo, description=description, staged=event.step == "stage")
+        return None
+
+    def _steps(self, repo: str, current: str | None) -> tuple[Part, ...]:
+        from hfrelease.publish.events import STEPS
+
+        done = self.done.get(repo, [])
+        styles = [("green" if s in done else "bold yellow" if s == current else "dim") for s in STEPS]
+        return tuple(part for i, (s, style) in enumerate(zip(STEPS, styles, strict=True))
+                     for part in ((" → ",) if i else ()) + (Styled(s, style),))

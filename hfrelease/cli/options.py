@@ -1,17 +1,33 @@
-"""`json_on_error`: a `--json` command that fails still writes one JSON document on stdout.
-
-Kept apart from `output.py` so that decorating a command does not import Rich (`--help` stays instant).
-"""
+"""Options several commands share, declared once, and `--json`'s promise on errors; without Rich (`--help`
+stays instant)."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
+
+import click
 
 from hfrelease.errors import HfreleaseError
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
+
+# The family's release.toml or its directory (default: the current directory).
+MANIFEST = click.argument("manifest", type=click.Path(path_type=Path), default=Path())
+LOCAL_HUB_ROOT = click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False),
+                              help="State directory of the local Hub.")
+
+
+def artifacts(only: str = "Only") -> Callable[[_Command], _Command]:
+    """`--artifact ID`, repeatable; every command checks the ids against the manifest (`manifest.selection`)."""
+    return click.option("--artifact", "artifacts", multiple=True, help=f"{only} this artifact id (repeatable).")
+
+
+def as_json(what: str) -> Callable[[_Command], _Command]:
+    """`--json`: `what` as one JSON document on stdout (messages stay on stderr)."""
+    return click.option("--json", "as_json", is_flag=True, help=f"Print {what} as JSON on stdout.")
 
 
 def json_on_error(command: _Command) -> _Command:
