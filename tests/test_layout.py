@@ -1,9 +1,13 @@
-"""The package's import graph: no cycle, and only `hfrelease.cli` imports Click and Rich."""
+"""The package's import graph: no cycle, only `hfrelease.cli` imports Click and Rich, and `cli/` stays thin."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit  # the budget of cli/ guards every landing on main
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hfrelease"
 

@@ -14,6 +14,6 @@ on SIGTERM (`runner.stage_signals`).
 - `runner`: what they share (cache directory, default hash cache, exit policy, SIGTERM, an error's message
   and exit code: `failure_of`)
 - `view`: a report's view for people as data (lines and tables of styled text) that the CLI draws; each
-  command's in `eval_view`, `publish_view` (bundle, publish, verify), `compare_view`, `release_view`, and
-  `check` (`manifest_view`)
+  command's in `eval_view`, `publish_view` (bundle, publish, verify; the release's live progress), `compare_view`,
+  `release_view`, `cards` (`render_view`) and `check` (`manifest_view`)
 """
