@@ -65,6 +65,8 @@ def write_previous_family(family_dir: Path, build_dir: Path, *, version: str = P
             # with, and a failed gate of a published artifact would stop its release.
             for gate in ("min_acceptance_rate", "min_speedup"):
                 artifact.get("draft", {}).pop(gate, None)
+            # Nor its draft x target matrix: the targets besides its own are not in this version.
+            artifact.get("draft", {}).pop("matrix", None)
             artifact["files"] = copy_training(build_dir, family_dir, _TRAINING_DIR, source_dir=_PREVIOUS_TRAINING)
             changes.append(f"{artifact['id']}: the previous head's training provenance "
                            f"({len(artifact['files'])} files)")
@@ -75,7 +77,9 @@ def write_previous_family(family_dir: Path, build_dir: Path, *, version: str = P
     for workload in data.get("workload", []):
         served = [c for c in workload.get("speculative", ["none"]) if c in configs]
         if served and set(workload.get("artifacts", [])) <= kept:
-            workloads.append({**workload, "speculative": ["none", *served]})
+            # Without a context-length sweep: its points are not compared (`hfrelease compare` reads speed points).
+            kept_workload = {k: v for k, v in workload.items() if k != "input_lens"}
+            workloads.append({**kept_workload, "speculative": ["none", *served]})
     data["workload"] = workloads
     changes.append(f"workloads: {', '.join(w['id'] for w in workloads)} with "
                    f"{', '.join(['none', *sorted(configs)])}; no quality or draft gates")
