@@ -8,10 +8,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from hfrelease.evaluation.lm_eval_gate import GateRun
 from hfrelease.evaluation.plan import GateJob
 from hfrelease.evaluation.schedule import _start, gate_slots, holding
 from hfrelease.manifest import Gate
+
+pytestmark = pytest.mark.unit
 
 
 class CountingSlots:

@@ -21,6 +21,8 @@ from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import load_manifest
 from tests.conftest import CliRun
 
+pytestmark = pytest.mark.unit
+
 SWEEP = Sweep(workload_id="chat", points=(SweepPoint(concurrency=1, throughput=100.0, record="a"),
                                            SweepPoint(concurrency=2, throughput=190.0, record="b"),
                                            SweepPoint(concurrency=4, throughput=200.0, record="c")))

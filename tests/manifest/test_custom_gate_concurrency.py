@@ -14,6 +14,8 @@ from hfrelease.errors import ExitCode
 from hfrelease.manifest import load_manifest
 from tests.conftest import CliRun
 
+pytestmark = pytest.mark.unit
+
 
 def _edit(family: Path, *, gate: dict[str, Any] | None = None, eval_table: dict[str, Any] | None = None) -> Path:
     """The fixture family with its custom gate (`json`, gate[1]) and `[eval]` table changed."""
