@@ -24,7 +24,8 @@ from urllib.parse import parse_qs, urlsplit
 from hfrelease.hub import errors, routes
 from hfrelease.hub.auth import DEFAULT_USER, Credentials, UrlSigner
 from hfrelease.hub.collection_store import CollectionStore
-from hfrelease.hub.endpoints import TREE_PAGE_SIZE, Endpoints
+from hfrelease.hub.endpoints import Endpoints
+from hfrelease.hub.endpoints.base import TREE_PAGE_SIZE
 from hfrelease.hub.faults import FaultInjector, FaultRule
 from hfrelease.hub.messages import Request, Response, error_response
 from hfrelease.hub.oidc import OidcExchange, OidcSettings, check_scope
