@@ -11,7 +11,7 @@ from typing import Any
 
 from hfrelease.hub import errors
 from hfrelease.hub.objects import atomic_write
-from hfrelease.hub.storage import now_iso
+from hfrelease.hub.repo_state import now_iso
 
 ITEM_TYPES = ("model", "dataset", "space", "paper", "collection", "kernel")
 LISTED_ITEMS = 4  # the Hub's collection listing truncates each item list (get_collection has them all)

@@ -9,7 +9,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from hfrelease.hub.storage import Commit, Discussion, FileEntry, RepoRef, RepoState
+from hfrelease.hub.repo_state import Commit, Discussion, FileEntry, RepoRef, RepoState
 
 
 def repo_url(base_url: str, ref: RepoRef) -> str:

@@ -11,7 +11,7 @@ from typing import Literal
 from urllib.parse import unquote
 
 from hfrelease.hub import errors
-from hfrelease.hub.storage import REPO_TYPES, RepoRef, valid_repo_name
+from hfrelease.hub.repo_state import REPO_TYPES, RepoRef, valid_repo_name
 
 Access = Literal["anyone", "read", "write", "user", "admin"]
 

@@ -9,7 +9,8 @@ import pytest
 from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
 
 from hfrelease.hub import serve
-from hfrelease.hub.storage import AddFile, HubStorage, RepoRef, regular_entry
+from hfrelease.hub.repo_state import AddFile, RepoRef, regular_entry
+from hfrelease.hub.storage import HubStorage
 
 
 def test_restart_keeps_repos_refs_prs_and_collections(tmp_path: Path, token: str) -> None:

@@ -13,15 +13,10 @@ from hfrelease.hub.collection_store import CollectionStore
 from hfrelease.hub.faults import FaultInjector
 from hfrelease.hub.messages import Request, Response, json_response
 from hfrelease.hub.oidc import OidcExchange
+from hfrelease.hub.repo_state import Commit, FileEntry, RepoRef, RepoState
 from hfrelease.hub.routes import Route
 from hfrelease.hub.stats import HubStats
-from hfrelease.hub.storage import (
-    Commit,
-    FileEntry,
-    HubStorage,
-    RepoRef,
-    RepoState,
-)
+from hfrelease.hub.storage import HubStorage
 
 # huggingface_hub expects 1000 entries per tree page (hf_api._iter_repo_tree_pages).
 TREE_PAGE_SIZE = 1000

@@ -8,11 +8,8 @@ from hfrelease.hub import errors
 from hfrelease.hub.collection_store import ITEM_TYPES, LISTED_ITEMS
 from hfrelease.hub.endpoints.base import EndpointBase
 from hfrelease.hub.messages import Request, Response, json_response
+from hfrelease.hub.repo_state import REPO_TYPES, RepoRef
 from hfrelease.hub.routes import Route
-from hfrelease.hub.storage import (
-    REPO_TYPES,
-    RepoRef,
-)
 
 
 class CollectionEndpoints(EndpointBase):

@@ -5,10 +5,8 @@ from __future__ import annotations
 from hfrelease.hub import errors, payloads
 from hfrelease.hub.endpoints.base import DISCUSSIONS_PAGE_SIZE, EndpointBase
 from hfrelease.hub.messages import Request, Response, json_response
+from hfrelease.hub.repo_state import DEFAULT_BRANCH
 from hfrelease.hub.routes import Route
-from hfrelease.hub.storage import (
-    DEFAULT_BRANCH,
-)
 
 
 class DiscussionEndpoints(EndpointBase):

@@ -5,13 +5,8 @@ from __future__ import annotations
 from hfrelease.hub import errors, payloads
 from hfrelease.hub.endpoints.base import EndpointBase
 from hfrelease.hub.messages import Request, Response, json_response
+from hfrelease.hub.repo_state import DEFAULT_BRANCH, REPO_TYPES, RepoRef, valid_repo_name
 from hfrelease.hub.routes import Route
-from hfrelease.hub.storage import (
-    DEFAULT_BRANCH,
-    REPO_TYPES,
-    RepoRef,
-    valid_repo_name,
-)
 
 
 class RepoEndpoints(EndpointBase):

@@ -9,11 +9,8 @@ from urllib.parse import parse_qs
 from hfrelease.hub import errors, payloads
 from hfrelease.hub.endpoints.base import DISCUSSIONS_PAGE_SIZE, EndpointBase
 from hfrelease.hub.messages import Request, Response, json_response
+from hfrelease.hub.repo_state import Commit, RepoRef
 from hfrelease.hub.routes import Route
-from hfrelease.hub.storage import (
-    Commit,
-    RepoRef,
-)
 
 # huggingface_hub expects 50 entries per tree page when `expand=True` (hf_api._iter_repo_tree_pages).
 EXPANDED_PAGE_SIZE = 50

@@ -13,15 +13,8 @@ from urllib.parse import urlencode
 from hfrelease.hub import errors, gitattributes, payloads
 from hfrelease.hub.endpoints.base import EndpointBase
 from hfrelease.hub.messages import Request, Response, json_response
+from hfrelease.hub.repo_state import AddFile, DeleteFile, DeleteFolder, Operation, lfs_entry, regular_entry
 from hfrelease.hub.routes import Route
-from hfrelease.hub.storage import (
-    AddFile,
-    DeleteFile,
-    DeleteFolder,
-    Operation,
-    lfs_entry,
-    regular_entry,
-)
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
