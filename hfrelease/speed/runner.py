@@ -14,19 +14,17 @@ import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from hfrelease import __version__
 from hfrelease.atomic import write_atomic
 from hfrelease.errors import ExitCode, MeasurementError, ServerError
 from hfrelease.evaluation.plan import model_files
 from hfrelease.evaluation.timeouts import stall_window, workload_request_timeout
-from hfrelease.ledger.provenance import hardware, now_utc_iso, versions
-from hfrelease.ledger.record import LedgerRecord, Metric, ServeRecord
+from hfrelease.ledger.provenance import now_utc_iso
+from hfrelease.ledger.record import LedgerRecord
 from hfrelease.ledger.store import Ledger
-from hfrelease.redact import redact_env
 from hfrelease.serving.command import ServeCommand, build_serve_command
 from hfrelease.serving.plugin import ensure_plugin
 from hfrelease.serving.process import VllmServer, free_port, launch
@@ -35,8 +33,10 @@ from hfrelease.speed import bench
 from hfrelease.speed.best_record import record_best_configs
 from hfrelease.speed.metrics import parse_counters, relevant_lines, scrape
 from hfrelease.speed.plan import PointJob, SpeedPlan, SpeedServerJob
+from hfrelease.speed.records import point_record, raw_files, write_point
 from hfrelease.speed.result import SpeedRow, row_from_record
-from hfrelease.speed.summary import PointSummary, Repeat, summarise
+from hfrelease.speed.steps import point_steps, sweep_prompts
+from hfrelease.speed.summary import Repeat, summarise
 from hfrelease.speed.verdict import BestConfig, DraftCheck, best_configs, draft_checks, with_speedups
 
 
@@ -252,7 +252,7 @@ class SpeedSession:
                     record, files = _measure(self.plan, job, point, server=server, command=command,
                                              run_dir=self.run_dir, events=events, bench_runner=self.bench_runner,
                                              timing=self.timing)
-                    self.written += _write(self.ledger, record, files)
+                    self.written += write_point(self.ledger, record, files)
                     self.measured[point.input_key] = record
             except ServerError as exc:
                 # Points finished before the death are already in the ledger; the report names the failure.
@@ -330,30 +330,6 @@ def _start(
     return server, command
 
 
-def bench_request(plan: SpeedPlan, job: SpeedServerJob, point: PointJob, *, base_url: str,
-                  run_dir: Path = Path("<run dir>")) -> bench.BenchRequest:
-    """What a point's benchmark sends: the workload's prompts, or a context sweep's (`sweep_prompts`)."""
-    workload = point.workload
-    prompts = sweep_prompts(job, point, run_dir) if point.input_len else plan.manifest.resolve(workload.prompts)
-    return bench.BenchRequest(
-        base_url=base_url, model=job.artifact.repo, tokenizer=model_files(job.artifact, job.model_dir).local_dir,
-        prompts=prompts, num_prompts=point.num_prompts,
-        output_len=workload.output_len, concurrency=point.concurrency, thinking=workload.thinking,
-        ignore_eos=workload.ignore_eos, temperature=workload.temperature, top_p=workload.top_p,
-    )
-
-
-def point_path(job: SpeedServerJob, point: PointJob) -> Path:
-    """Where a point's benchmark results go, relative to the run directory."""
-    sweep = f"-in{point.input_len}" if point.input_len else ""
-    return Path("bench") / f"{job.artifact.id}.{job.spec_id}" / f"{point.workload.id}-c{point.concurrency}{sweep}"
-
-
-def sweep_prompts(job: SpeedServerJob, point: PointJob, run_dir: Path) -> Path:
-    """Where a context sweep point's prompts are written before its benchmark runs (`hfrelease.speed.context`)."""
-    return run_dir / point_path(job, point) / "prompts.jsonl"
-
-
 def _write_sweep_prompts(plan: SpeedPlan, job: SpeedServerJob, point: PointJob, run_dir: Path) -> None:
     from hfrelease.speed.context import context_prompts, load_tokenizer
 
@@ -363,51 +339,6 @@ def _write_sweep_prompts(plan: SpeedPlan, job: SpeedServerJob, point: PointJob, 
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(context_prompts(plan.manifest.resolve(point.workload.prompts), tokenizer=tokenizer,
                                        input_len=point.input_len, count=point.num_prompts))
-
-
-def warmup_requests(request: bench.BenchRequest, warmups: int) -> list[tuple[bench.BenchRequest, str]]:
-    """The warm-up invocations of a point and the result file each saves; none of them is counted.
-
-    First `warmups` full-length requests: the first requests after a start are slow (lazy allocations,
-    kernel selection; CUDA graph capture on a GPU). Then every prompt of the point once with a one-token
-    budget: the server's prefix cache then holds all of them, so each repeat sees the same cache state.
-    Without it the first repeat alone prefills cold prompts and its TTFT and tok/s differ from the
-    others' for a reason that has nothing to do with the configuration.
-    """
-    steps: list[tuple[bench.BenchRequest, str]] = []
-    if warmups:
-        steps.append((replace(request, num_prompts=warmups), "warmup.json"))
-    steps.append((replace(request, output_len=1), "prime.json"))
-    return steps
-
-
-@dataclass(frozen=True, kw_only=True)
-class BenchStep:
-    """One `vllm bench serve` invocation of a point: a warm-up (not counted) or a measured repeat."""
-
-    argv: tuple[str, ...]
-    result: Path  # the JSON it saves
-    requests: int
-    repeat: int | None  # index of the measured repeat; None for a warm-up
-
-
-def point_steps(
-    plan: SpeedPlan, job: SpeedServerJob, point: PointJob, *, base_url: str, run_dir: Path, vllm: str = "vllm",
-) -> list[BenchStep]:
-    """Every benchmark invocation of a point, in order: what the runner executes and --dry-run prints."""
-    request = bench_request(plan, job, point, base_url=base_url, run_dir=run_dir)
-    point_dir = run_dir / point_path(job, point)
-    steps = [
-        BenchStep(argv=tuple(bench.bench_argv(warm, vllm=vllm, result_dir=point_dir, result_filename=name)),
-                  result=point_dir / name, requests=warm.num_prompts, repeat=None)
-        for warm, name in warmup_requests(request, point.workload.warmups)
-    ]
-    steps += [
-        BenchStep(argv=tuple(bench.bench_argv(request, vllm=vllm, result_dir=point_dir, result_filename=f"r{i}.json")),
-                  result=point_dir / f"r{i}.json", requests=request.num_prompts, repeat=i)
-        for i in range(point.workload.repeats)
-    ]
-    return steps
 
 
 def _snapshot(server: VllmServer, base_url: str, timing: Timing) -> str:
@@ -516,105 +447,10 @@ def _measure(
         # and the other points are fine.
         failure = exc.message
     summary = summarise(repeats) if repeats else None
-    files = _raw_files(point, raw)
-    record = _record(plan, job, point, summary, raw, files, command=command, started_at=started_at,
+    files = raw_files(point, raw)
+    record = point_record(plan, job, point, summary, raw, files, command=command, started_at=started_at,
                      duration=time.monotonic() - t0, failure=failure, memory=server.memory())
     text = (f"{record.metrics['output_throughput'].value:.1f} tok/s" if record.status == "ok"
             else f"void: {record.void_reason}")
     events.point_progress(job.label, point.label, text)
     return record, files
-
-
-def _raw_files(point: PointJob, raw: Sequence[tuple[str, bytes, bytes]]) -> list[tuple[str, bytes]]:
-    """Content-addressed names for each repeat's benchmark JSON and /metrics snapshots.
-
-    Not *.json: the ledger reads every *.json in an artifact's directory as a record.
-    """
-    import hashlib
-
-    stem = f"speed-{point.workload.id}-{point.input_key[:12]}"
-    files: list[tuple[str, bytes]] = []
-    for _, content, snapshots in raw:
-        files.append((f"{stem}-{hashlib.sha256(content).hexdigest()[:12]}.bench.jsonl", content))
-        if snapshots:  # a server that does not speculate has no counters to keep
-            files.append((f"{stem}-{hashlib.sha256(snapshots).hexdigest()[:12]}.metrics.txt", snapshots))
-    return files
-
-
-def _record(
-    plan: SpeedPlan, job: SpeedServerJob, point: PointJob, summary: PointSummary | None,
-    raw: Sequence[tuple[str, bytes, bytes]], files: Sequence[tuple[str, bytes]], *, command: ServeCommand,
-    started_at: str, duration: float,
-    failure: str | None, memory: Mapping[str, Any] | None = None,
-) -> LedgerRecord:
-    workload = point.workload
-    assert job.content is not None
-    void_reason = None
-    if failure is not None:
-        void_reason = f"the benchmark failed: {failure}"
-    elif summary is None or summary.completed == 0:
-        void_reason = "no request completed"
-    elif summary.failed:
-        total = summary.failed + summary.completed
-        void_reason = f"{summary.failed} of {total} requests failed over {workload.repeats} repeats"
-    metrics = summary.metrics if summary else {}
-    extra: dict[str, Any] = {
-        "speculative": job.spec_id,
-        "concurrency": point.concurrency,
-        "repeats": len(raw),
-        "spread": summary.spread if summary else {},
-        "failed": summary.failed if summary else 0,
-        "completed": summary.completed if summary else 0,
-        "raw": [name for name, _ in files if name.endswith(".bench.jsonl")],
-        "metrics_raw": [name for name, _ in files if name.endswith(".metrics.txt")],
-        "bench_command": raw[0][0] if raw else None,
-        **({"input_len": point.input_len} if point.input_len else {}),
-    }
-    if memory:
-        extra["memory"] = dict(memory)  # the server's start-up figures and peak PSS up to this point
-    return LedgerRecord(
-        # A context sweep's point is a record of its own kind: what reads the workload's own points (best
-        # configs, draft gates, load tables, compare) never mistakes it for one.
-        kind="speed-sweep" if point.input_len else "speed",
-        family=plan.manifest.family.name,
-        artifact_id=job.artifact.id,
-        artifact_hash=job.content.sha256,
-        artifact_files=job.content.files,
-        draft_artifact_id=job.draft.id if job.draft else None,
-        draft_hash=job.draft_content.sha256 if job.draft_content else None,
-        subject_id=workload.id,
-        harness="vllm-bench",
-        task=workload.prompts,
-        task_hash=point.prompts_sha256,
-        mode="thinking" if workload.thinking else "non-thinking",
-        n=point.num_prompts,
-        seed=0,
-        generation={"output_len": workload.output_len, "temperature": workload.temperature,
-                    **({"top_p": workload.top_p} if workload.top_p is not None else {}), "thinking": workload.thinking,
-                    **({"ignore_eos": True} if workload.ignore_eos else {}),
-                    "num_prompts": point.num_prompts, "warmups": workload.warmups,
-                    "max_concurrency": point.concurrency, "backend": "openai-chat", "dataset": "custom"},
-        metrics={name: Metric(value=value) for name, value in metrics.items()},
-        truncated=0,
-        empty=0,
-        serve=ServeRecord(argv=tuple(command.argv), env=redact_env(dict(command.env)), display=job.public.display()),
-        versions={**versions(), "hfrelease": __version__},
-        hardware=hardware(),
-        started_at=started_at,
-        duration_s=round(duration, 3),
-        input_key=point.input_key,
-        extra=extra,
-        status="void" if void_reason else "ok",
-        void_reason=void_reason,
-    )
-
-
-def _write(ledger: Ledger, record: LedgerRecord, files: Sequence[tuple[str, bytes]]) -> list[Path]:
-    """Write the raw benchmark outputs beside the record, then the record that names them."""
-    paths: list[Path] = []
-    for name, data in files:
-        target = ledger.root / record.artifact_id / name
-        if not target.exists():
-            write_atomic(target, data)
-        paths.append(target)
-    return [*paths, ledger.write(record)]

@@ -59,7 +59,8 @@ def speed_plan_dict(plan: SpeedPlan, gate_servers: frozenset[str] = frozenset(),
     the gates, or before them for the artifacts in `sweeps_first` (their concurrency sweep sets the budget).
     """
     from hfrelease.speed import bench
-    from hfrelease.speed.runner import point_steps, serve_command
+    from hfrelease.speed.runner import serve_command
+    from hfrelease.speed.steps import point_steps
 
     servers: list[dict[str, Any]] = []
     for job in plan.servers:

@@ -318,7 +318,7 @@ def test_printed_speed_commands_are_what_the_runner_executes(
 ) -> None:
     """Word for word: each server's printed `vllm serve` argv and environment is the command the speed runner
     starts, and each point's printed `vllm bench serve` argvs are the ones it runs, in order."""
-    from hfrelease.speed import runner
+    from hfrelease.speed import records, runner
 
     data = _dry_run(["--speed-only", str(weighted_family)], capsys)["speed"]
     started: list[Any] = []
@@ -339,7 +339,7 @@ def test_printed_speed_commands_are_what_the_runner_executes(
     monkeypatch.setattr(runner, "free_port", lambda: 8000)
     monkeypatch.setattr(runner, "vllm_executable", lambda: "vllm")
     monkeypatch.setattr(runner, "_snapshot", lambda *a: "")
-    monkeypatch.setattr(runner, "hardware", dict)  # would ask nvidia-smi
+    monkeypatch.setattr(records, "hardware", dict)  # would ask nvidia-smi
     run_dir = tmp_path / "run"
     plan = plan_speed(load_manifest(weighted_family), ledger=Ledger(weighted_family / "results"), hash_cache=None,
                       hasher=_hasher)

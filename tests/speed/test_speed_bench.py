@@ -144,7 +144,7 @@ def test_summarise_without_speculation_has_no_spec_metrics() -> None:
 
 def test_warmups_prime_every_prompt() -> None:
     """Warm-up: the manifest's full-length requests, then every prompt once with a one-token budget."""
-    from hfrelease.speed.runner import warmup_requests
+    from hfrelease.speed.steps import warmup_requests
 
     steps = warmup_requests(REQUEST, 2)
     assert [(r.num_prompts, r.output_len, name) for r, name in steps] == [(2, 32, "warmup.json"),

@@ -18,7 +18,7 @@ from hfrelease.speed import bench
 from hfrelease.speed.context import context_prompts
 from hfrelease.speed.plan import SpeedPlan, plan_speed
 from hfrelease.speed.result import SpeedRow
-from hfrelease.speed.runner import point_steps
+from hfrelease.speed.steps import point_steps
 from hfrelease.speed.verdict import best_configs, draft_checks, with_speedups
 
 pytestmark = pytest.mark.unit
