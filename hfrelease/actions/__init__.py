@@ -6,4 +6,5 @@
     artifact.py    upload-artifact / download-artifact, the only state passed between jobs
     substitute.py  what stands in for checkout, setup-python and pip installs
     runner.py      the job graph: needs, if:, matrix, fail-fast, steps as subprocesses
+    run.py         a run as data: its settings, its events, how each step and job ended
 """

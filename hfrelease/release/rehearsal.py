@@ -22,7 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from hfrelease.actions.runner import JobResult, RunEvents, RunResult, RunSettings, StepResult, run_workflow
+from hfrelease.actions.run import JobResult, RunEvents, RunResult, RunSettings, StepResult
+from hfrelease.actions.runner import run_workflow
 from hfrelease.actions.workflow import Workflow, load_workflow
 from hfrelease.errors import ConfigError, ConfigProblem, ExitCode, HfreleaseError, PublishError, UsageError
 from hfrelease.hashing import HashCache

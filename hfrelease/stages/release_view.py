@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from hfrelease.stages.view import Block, Line, Styled, line, note, table
 
 if TYPE_CHECKING:
-    from hfrelease.actions.runner import JobResult, StepResult
+    from hfrelease.actions.run import JobResult, StepResult
     from hfrelease.publish import PublishReport
     from hfrelease.release.policy import GateDecision
     from hfrelease.release.rehearsal import RehearsalReport

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hfrelease.actions.runner import JobResult, RunResult, RunSettings, run_workflow
+from hfrelease.actions.run import JobResult, RunResult, RunSettings
+from hfrelease.actions.runner import run_workflow
 from hfrelease.actions.workflow import load_workflow
 from hfrelease.errors import ConfigError
 

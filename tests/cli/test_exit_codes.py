@@ -191,7 +191,7 @@ def test_fault_sweep_never_exits_1(
 
 def test_a_rehearsal_passes_on_only_the_codes_that_are_hfreleases() -> None:
     """A failed step's documented code passes through; 1, a foreign code or no step is STEP_FAILED, never 1."""
-    from hfrelease.actions.runner import StepResult
+    from hfrelease.actions.run import StepResult
     from hfrelease.release.rehearsal import stopped_code
 
     def step(code: int | None) -> StepResult:
