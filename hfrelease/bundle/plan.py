@@ -16,7 +16,7 @@ the family directory or the artifact's source, is a regular file, has no credent
 and is text scanned for tokens or a binary format a model repo holds. Everything is decided before
 anything is uploaded, and every refusal (those, version control or cache directories, a file nobody
 declared, two files claiming one repo path) is reported in one go (`gather.py`; `hfrelease check` reports
-the same through `gather.file_problems`). Each file is hashed once, through the shared `HashCache`:
+the same through `problems.file_problems`). Each file is hashed once, through the shared `HashCache`:
 the sha256 in MANIFEST is the one the upload hands to huggingface_hub, which then never reads the file
 to hash it again.
 """
