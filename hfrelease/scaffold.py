@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hfrelease.errors import ConfigError, ConfigProblem, UsageError
 from hfrelease.manifest import MANIFEST_NAME, load_manifest
-from hfrelease.manifest.model import repo_id_problem
+from hfrelease.manifest.fields import repo_id_problem
 from hfrelease.release.workflows import WorkflowSpec, refuse_existing, repository_root, write_workflows
 from hfrelease.resources import templates_dir
 

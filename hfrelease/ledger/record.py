@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from hfrelease.hashing import FileHash
-from hfrelease.manifest.model import Slug
+from hfrelease.manifest.fields import Slug
 from hfrelease.redact import REDACTED, redact, redact_env, secret_values
 
 SCHEMA_VERSION: Literal[1] = 1

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hfrelease.errors import ConfigProblem
-from hfrelease.manifest.model import repo_id_problem
+from hfrelease.manifest.fields import repo_id_problem
 
 _TABLES = ("artifact", "gate", "speculative", "workload")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hfrelease.errors import ConfigError, ConfigProblem
 from hfrelease.hub import HubServer, serve
-from hfrelease.manifest.model import endpoint_problem
+from hfrelease.manifest.fields import endpoint_problem
 from hfrelease.publish.tokens import Token
 
 LOCAL = "local"
