@@ -86,7 +86,7 @@ def _sealed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 def isolated_hub_client(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, loopback_only: None) -> None:
     """huggingface_hub talking only to a local Hub: no Xet, offline mode lifted for loopback, and no token
     or cache of the person running the tests."""
-    import huggingface_hub
+    import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
