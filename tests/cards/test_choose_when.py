@@ -1,0 +1,43 @@
+"""The choice table's "Choose when" cell of a draft, from which workloads it wins on its target."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from hfrelease.cards.choose_table import ChooseTable
+from hfrelease.manifest import Manifest, load_manifest
+from tests.conftest import ROOT
+
+DEMO = load_manifest(ROOT / "model_cards" / "demo", check_files=False)
+
+
+def _cell(manifest: Manifest, winners: dict[str, str | None]) -> str:
+    """The draft's cell when each workload's best config on the reference is `winners[workload]` (its draft
+    artifact id, or None for a config without a draft; a workload left out has no best)."""
+    view = SimpleNamespace(manifest=manifest, measured=None, numbers=None, sections={})
+    best = {w: SimpleNamespace(entry=SimpleNamespace(record=SimpleNamespace(draft_artifact_id=d)))
+            for w, d in winners.items()}
+    speed = SimpleNamespace(best=lambda artifact_id, workload_id: best.get(workload_id))
+    drafts = SimpleNamespace(draft_gates=lambda artifact: None)
+    table = ChooseTable(view, None, speed, drafts)  # type: ignore[arg-type]
+    draft = next(a for a in manifest.artifact if a.id == "draft")
+    return str(table._draft_when(draft))
+
+
+@pytest.mark.parametrize(("winners", "cell"), [
+    # Every measured workload won: one short phrase (the labels spelled out made the demo's table 104
+    # characters wide, over the Hub's 100-character column).
+    ({"chat": "draft", "longdoc": "draft", "context": "draft"}, "every workload measured (3)"),
+    # A workload without a best (no point without speculation to compare with) is not counted.
+    ({"chat": "draft", "longdoc": "draft"}, "every workload measured (2)"),
+    # Some won: those are named, in the manifest's order.
+    ({"chat": "draft", "longdoc": None, "context": "draft"}, "Short chat, Context-length sweep"),
+    # One workload won is named, not counted.
+    ({"chat": "draft"}, "Short chat"),
+    ({"chat": None, "longdoc": "eagle3-untrained"}, "no workload yet: slower"),
+])
+def test_a_drafts_choose_when_names_or_counts_its_wins(winners: dict[str, str | None], cell: str) -> None:
+    """A draft winning every workload measured on its target says so; otherwise its wins are named."""
+    assert _cell(DEMO, winners) == cell
