@@ -272,8 +272,12 @@ def plan_eval(
     download: bool = True,
     any_harness: bool = False,
     hasher: Callable[..., ContentHash] = hash_artifact,
+    attached: bool = False,
 ) -> EvalPlan:
     """Which servers to start and which gates to run on each; recorded results are found by input key.
+
+    `attached`: the run measures on a server it did not start (`--endpoint`), which serves one artifact; the
+    reference is then never planned for a fidelity gate (its record must exist, else the gate says so).
 
     `download=False` never downloads a Hub source's weights: its identity comes from the Hub
     (`hfrelease.sources`), so recorded results are still found. `any_harness` finds records made with
@@ -319,7 +323,7 @@ def plan_eval(
         servers.append(ServerJob(artifact=artifact, model_dir=model_dir, content=content, public=public,
                                  gates=tuple(jobs), unknown=unknown, in_flight=in_flight, sweep=sweep))
     # Measuring (or its dry run), not judging: a judge reports a missing record, it never plans a server.
-    if not any_harness and artifacts and manifest.reference.id not in artifacts:
+    if not any_harness and not attached and artifacts and manifest.reference.id not in artifacts:
         servers = _with_fidelity_reference(manifest, servers, ledger=ledger, hash_cache=hash_cache, hasher=hasher,
                                            force=force, download=download)
     return EvalPlan(manifest=manifest, servers=tuple(servers))

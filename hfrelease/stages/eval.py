@@ -184,7 +184,7 @@ def _plan_gates(job: _Resolved, settings: EvalSettings, *, ledger: Ledger, cache
     from hfrelease.evaluation.plan import plan_eval
 
     plan = plan_eval(job.manifest, ledger=ledger, hash_cache=cache, artifacts=job.artifacts, gates=job.gates,
-                     force=settings.force, download=not dry_run)
+                     force=settings.force, download=not dry_run, attached=settings.endpoint is not None)
     cache.save()
     return plan
 

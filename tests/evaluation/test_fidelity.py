@@ -268,11 +268,12 @@ def test_a_quant_alone_serves_the_reference_first_when_its_record_is_missing(
 
 
 def test_the_quant_without_the_reference_record_is_void(family: Manifest, fake_vllm: FakeVllm, tmp_path: Path) -> None:
-    """Attached to a quant's server with no reference record at all, the gate is void and says what to run."""
+    """Attached to a quant's server (`--endpoint`: it serves that artifact alone, so the reference is never
+    planned on it) with no reference record at all, the gate is void and says what to run."""
     ledger = Ledger(family.ledger_dir)
     plan = plan_eval(family, ledger=ledger, hash_cache=HashCache(tmp_path / "h.json"), gates=["fidelity"],
-                     artifacts=["fp8"])
-    plan = type(plan)(manifest=plan.manifest, servers=plan.servers[1:])  # as if the reference could not be served
+                     artifacts=["fp8"], attached=True)
+    assert [s.artifact.id for s in plan.servers] == ["fp8"]
     report = run_eval(plan, ledger=ledger, run_dir=tmp_path / "run", endpoint=fake_vllm.url)
     (row,) = report.rows
     assert row.verdict == "void" and "needs the reference's record" in row.reason and report.exit_code == 6
