@@ -17,6 +17,7 @@ FAILED_ANSWER = "[hfrelease: no answer, the request failed]"  # what a failed re
 
 
 def _none_placeholder() -> str:
+    """The text lm-eval scores when an API model returned no answer (its own constant, read where it is defined)."""
     from lm_eval.models.api_models import LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER
 
     return str(LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER)

@@ -8,9 +8,10 @@ here once, the polling itself stays with each watcher.
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 
 
-class BackgroundWatch:
+class BackgroundWatch(ABC):
     """Runs `_watch` in a daemon thread between `_start()` and `_halt()`; `_watch` loops on `self._stop.wait`."""
 
     def __init__(self, *, thread_name: str, join_timeout: float) -> None:
@@ -28,5 +29,6 @@ class BackgroundWatch:
         if self._thread is not None:
             self._thread.join(timeout=self._join_timeout)
 
+    @abstractmethod
     def _watch(self) -> None:
-        raise NotImplementedError
+        """The watcher's loop (each subclass polls what it watches), until `self._stop` is set."""
