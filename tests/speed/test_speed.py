@@ -391,7 +391,9 @@ def _killing_runner(kill_at: str, calls: list[Sequence[str]]) -> Any:
     def run(argv: Sequence[str], log_path: Path) -> None:
         calls.append(argv)
         if any(str(arg).endswith(kill_at) for arg in argv):
-            (server,) = tuple(process._LIVE)
+            # The server this benchmark talks to: a session-shared server may be live beside it.
+            base_url = str(argv[list(argv).index("--base-url") + 1])
+            (server,) = [s for s in tuple(process._LIVE) if base_url.endswith(f":{s.port}")]
             assert server.pid is not None
             os.killpg(server.pid, signal.SIGKILL)
             time.sleep(1.0)
