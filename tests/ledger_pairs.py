@@ -11,6 +11,9 @@ import json
 import random
 from pathlib import Path
 
+import numpy as np
+
+from hfrelease.compare.rows import RESAMPLES
 from hfrelease.hashing import FileHash
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord, input_key
 from hfrelease.ledger.store import Ledger
@@ -96,3 +99,14 @@ def write_ledger(root: Path, *records: LedgerRecord) -> Ledger:
     for record in records:
         ledger.write(record)
     return ledger
+
+
+def median_interval(old: list[float], new: list[float]) -> tuple[float, float]:
+    """The 95 % interval of median(new) - median(old) the command gives, from the same draws."""
+    # The same draws the command makes (one generator, seed 0, old side first), written out again here.
+    rng = np.random.default_rng(0)
+    a, b = np.array(old), np.array(new)
+    old_means = np.median(a[rng.integers(0, len(a), size=(RESAMPLES, len(a)))], axis=1)
+    new_means = np.median(b[rng.integers(0, len(b), size=(RESAMPLES, len(b)))], axis=1)
+    low, high = np.quantile(new_means - old_means, [0.025, 0.975])
+    return float(low), float(high)

@@ -16,7 +16,8 @@ The difference is always NEW - OLD in the metric's own unit, and its 95 % interv
 - **an unpaired bootstrap** otherwise: each side's per-sample scores (a gate whose items changed), or each
   side's repeats read from the raw `vllm bench serve` results a speed record keeps (the repeats are
   independent runs; the record's value is their median, so the median is what is resampled).
-- nothing, when a side holds neither (a record whose raw files are gone): the row says "no interval".
+- nothing, when a side holds neither (a record whose raw files are gone) or a speed side has a single repeat
+  (nothing to resample): the row says "no interval".
 
 The verdict reads the interval in the metric's direction: better when it lies above zero (below, for a
 lower-is-better metric), worse when on the other side, within noise when it straddles zero.
@@ -328,7 +329,9 @@ def _speed_row(old: _Measured, new: _Measured, metric: str, changed: tuple[Chang
     o, n = old.record, new.record
     old_runs, new_runs = repeats(old, metric), repeats(new, metric)
     low = high = None
-    if old_runs and new_runs:
+    # One repeat has no spread to resample: its "interval" would be the point difference, zero wide, and call
+    # a single run's noise better or worse (the demo's context workload runs once per point).
+    if len(old_runs) > 1 and len(new_runs) > 1:
         low, high = unpaired_interval(old_runs, new_runs, statistics.median)
     old_value, new_value = o.metrics[metric].value, n.metrics[metric].value
     config = row_key(n)[2]

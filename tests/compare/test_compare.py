@@ -19,7 +19,7 @@ from hfrelease.evaluation.comparison import paired_comparison
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest, load_manifest
 from tests.conftest import CliRun
-from tests.ledger_pairs import gate_record, write_ledger, write_speed
+from tests.ledger_pairs import gate_record, median_interval, write_ledger, write_speed
 
 pytestmark = pytest.mark.unit
 
@@ -30,16 +30,6 @@ def _scores(ledger: Path, artifact: str, gate: str) -> dict[str, float]:
     ledger_ = Ledger(ledger)
     record = ledger_.records(artifact_id=artifact, subject_id=gate)[-1]
     return {s.doc_id: s.score for s in ledger_.load_samples(record)}
-
-
-def _median_interval(old: list[float], new: list[float]) -> tuple[float, float]:
-    # The same draws the command makes (one generator, seed 0, old side first), written out again here.
-    rng = np.random.default_rng(0)
-    a, b = np.array(old), np.array(new)
-    old_means = np.median(a[rng.integers(0, len(a), size=(RESAMPLES, len(a)))], axis=1)
-    new_means = np.median(b[rng.integers(0, len(b), size=(RESAMPLES, len(b)))], axis=1)
-    low, high = np.quantile(new_means - old_means, [0.025, 0.975])
-    return float(low), float(high)
 
 
 @pytest.fixture
@@ -72,11 +62,11 @@ def test_every_number_is_reproduced_from_the_two_ledgers(two_ledgers: tuple[Path
     assert rows[("arith", "q1", "exact_match,answer")].verdict == "within noise"
     speed = rows[("chat", "ref", "output_throughput")]
     assert (speed.old, speed.new, speed.delta) == (100.0, 150.0, 50.0)
-    assert (speed.ci_low, speed.ci_high) == _median_interval([100.0, 104.0, 98.0], [150.0, 149.0, 155.0])
+    assert (speed.ci_low, speed.ci_high) == median_interval([100.0, 104.0, 98.0], [150.0, 149.0, 155.0])
     assert speed.verdict == "better" and speed.method == "unpaired-bootstrap" and speed.draft == "draft"
     acceptance = rows[("chat", "ref", "spec_acceptance_rate")]
     assert (acceptance.old, acceptance.new) == (0.40, 0.61)
-    low, high = _median_interval([0.40, 0.41, 0.39], [0.60, 0.62, 0.61])
+    low, high = median_interval([0.40, 0.41, 0.39], [0.60, 0.62, 0.61])
     assert (acceptance.ci_low, acceptance.ci_high) == (pytest.approx(low), pytest.approx(high))
     changed = {c.name: (c.old, c.new) for c in rows[("arith", "q0", "exact_match,answer")].changed}
     assert list(changed) == ["weights"]
