@@ -35,9 +35,10 @@ def init(
     environment: str = "release", install: str = "",
 ) -> None:
     """Scaffold DIRECTORY with a commented release.toml, sections/, results/ and prompts/."""
-    from hfrelease.cli.output import err_console
+    from hfrelease.cli.output import show
     from hfrelease.release.workflows import WorkflowSpec
-    from hfrelease.scaffold import FamilySpec, scaffold_family
+    from hfrelease.scaffold import FamilySpec
+    from hfrelease.stages.init import InitSettings, init_stage, init_view
 
     ctx = click.get_current_context()
     given = [f"--{p.replace('_', '-')}" for p in ("runner_label", "environment", "install")
@@ -47,23 +48,7 @@ def init(
     # The manifest path is filled in by the scaffold, relative to the repository root it finds.
     workflows = WorkflowSpec(manifest="release.toml", runner_label=runner_label, environment=environment,
                              install=install)
-    spec = FamilySpec(
-        name=name, base_model=base_model, owner=owner, display_name=display_name, license=license_,
-        languages=languages, author=author,
-    )
-    written = scaffold_family(directory, spec, force=force, github=workflows if github else None)
-    for path in written:
-        err_console.print(f"  wrote {path}")
-    err_console.print(f"[green]✓[/] scaffolded {directory}: edit release.toml, then `hfrelease check {directory}`")
-    if github:
-        from rich.markup import escape
-
-        from hfrelease.manifest import load_manifest
-        from hfrelease.release.workflows import repository_settings
-
-        loaded = load_manifest(directory, check_files=False)
-        repos = [a.repo for a in loaded.artifact if a.publish]
-        err_console.print("Before the first release tag, set up the repositories (README: Releasing from GitHub "
-                          "Actions):")
-        for number, line in enumerate(repository_settings(workflows, repos=repos), start=1):
-            err_console.print(f"  {number}. {escape(line)}", soft_wrap=True)
+    family = FamilySpec(name=name, base_model=base_model, owner=owner, display_name=display_name, license=license_,
+                        languages=languages, author=author)
+    settings = InitSettings(directory=directory, family=family, github=workflows if github else None, force=force)
+    show(init_view(init_stage(settings)))

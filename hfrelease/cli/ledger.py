@@ -21,20 +21,9 @@ def ledger() -> None:
 @options.as_json("the merge report")
 def merge(sources: tuple[Path, ...], target: Path, as_json: bool) -> None:
     """Copy every record of SOURCES into --into: nothing is overwritten, identical records are skipped."""
-    from hfrelease.cli.output import err_console, print_json
+    from hfrelease.cli.output import print_json, show
     from hfrelease.ledger.store import Ledger
+    from hfrelease.stages.ledger_view import merge_view
 
     report = Ledger(target).merge(sources)
-    if as_json:
-        print_json({
-            "added": [str(p) for p in report.added],
-            "identical": [str(p) for p in report.identical],
-            "skipped_invalid": [{"path": str(s.path), "reason": s.reason} for s in report.skipped_invalid],
-        })
-    else:
-        err_console.print(
-            f"merged into {target}: {len(report.added)} added, {len(report.identical)} already there, "
-            f"{len(report.skipped_invalid)} invalid skipped"
-        )
-        for skipped in report.skipped_invalid:
-            err_console.print(f"  [yellow]skipped[/] {skipped.path}: {skipped.reason}")
+    print_json(report.as_dict()) if as_json else show(merge_view(report, target))

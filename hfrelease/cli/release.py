@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING
 import click
 
 from hfrelease.cli import options
+from hfrelease.stages.release import STEPS
 
 if TYPE_CHECKING:
-    from hfrelease.stages.release import StepSettings
-
-_ONLY = ("check", "gate", "publish")
+    from hfrelease.stages.release import Step, StepSettings
 
 
 @click.command()
@@ -35,7 +34,7 @@ _ONLY = ("check", "gate", "publish")
 @click.option("--root", type=click.Path(path_type=Path, file_okay=False),
               help="With --write-workflow: the repository root (default: the manifest's git checkout).")
 @click.option("--force", is_flag=True, help="With --write-workflow: overwrite a different release.yml.")
-@click.option("--only", type=click.Choice(_ONLY),
+@click.option("--only", type=click.Choice(STEPS),
               help="Run one step of the workflow: `check` (tag; the eval matrix to GITHUB_OUTPUT), `gate` (judge the "
                    "merged ledger), `publish` (publish, never a dry run, then verify).")
 @click.option("--from-bundle", "from_bundle", type=click.Path(path_type=Path, file_okay=False, exists=True),
@@ -47,7 +46,7 @@ _ONLY = ("check", "gate", "publish")
 def release(
     manifest: Path, hub: str, tag: str | None, work_dir: Path | None, artifacts: tuple[str, ...],
     gates: tuple[str, ...], hub_root: Path | None, workflow_file: Path | None, write_workflow: bool,
-    root: Path | None, force: bool, only: str | None, from_bundle: Path | None = None,
+    root: Path | None, force: bool, only: Step | None, from_bundle: Path | None = None,
     attestation: Path | None = None,
 ) -> None:
     """Rehearse the release: run the family's release workflow file on this machine, job by job.
@@ -60,60 +59,28 @@ def release(
     unless include-hidden-files). setup-python and pip installs are substituted by this environment,
     and each job's report says so. The jobs see the Hub as a runner does: HF_ENDPOINT, secrets.HF_TOKEN.
     """
-    from hfrelease.manifest import load_manifest
-    from hfrelease.stages.release import StepSettings
+    from hfrelease.cli.output import err_console, show
+    from hfrelease.stages.release import ReleaseSettings, rehearse_stage
+    from hfrelease.stages.release_view import rehearsal_view
 
     if write_workflow:
-        _write_workflow(manifest, root=root, force=force)
+        from hfrelease.release.rehearsal import write_release_workflow
+
+        err_console.print(f"[green]wrote[/] {write_release_workflow(manifest, root=root, force=force)}", soft_wrap=True)
         return
-    if only is None:
-        if artifacts or gates:
-            raise click.UsageError("--artifact and --gate apply with --only: the rehearsal runs the workflow as "
-                                   "written (cut the manifest down instead)")
-        _rehearse(manifest, hub=hub, tag=tag, work_dir=work_dir, hub_root=hub_root, workflow_file=workflow_file)
+    settings = ReleaseSettings(manifest=manifest, step=only, hub=hub, tag=tag, work_dir=work_dir, artifacts=artifacts,
+                               gates=gates, hub_root=hub_root, workflow_file=workflow_file, from_bundle=from_bundle,
+                               attestation=attestation)
+    if only is not None:
+        _only(only, settings.step_settings())
         return
-    if (from_bundle is not None or attestation is not None) and only != "publish":
-        raise click.UsageError("--from-bundle and --attestation apply with --only publish")
-    if attestation is not None and from_bundle is None:
-        raise click.UsageError("--attestation needs --from-bundle (it signs the MANIFESTs of that bundle)")
-    # Publishing a bundle made elsewhere needs no source file here (the publish job's runner has no weights).
-    settings = StepSettings(manifest=load_manifest(manifest, check_files=from_bundle is None), tag=tag,
-                            artifacts=artifacts, gates=gates, hub=hub, hub_root=hub_root, work_dir=work_dir,
-                            from_bundle=from_bundle, attestation=attestation)
-    _only(only, settings)
-
-
-def _write_workflow(manifest: Path, *, root: Path | None, force: bool) -> None:
-    from hfrelease.cli.output import err_console
-    from hfrelease.manifest import find_manifest
-    from hfrelease.release.rehearsal import write_release_workflow
-    from hfrelease.release.workflows import repository_root
-
-    manifest_file = find_manifest(manifest)
-    path = write_release_workflow(manifest_file, root=root or repository_root(manifest_file.parent), force=force)
-    err_console.print(f"[green]wrote[/] {path}", soft_wrap=True)
-
-
-def _rehearse(
-    manifest: Path, *, hub: str, tag: str | None, work_dir: Path | None, hub_root: Path | None,
-    workflow_file: Path | None,
-) -> None:
-    from hfrelease.cli.output import show
-    from hfrelease.manifest import find_manifest
-    from hfrelease.release.ci import CiEnvironment
-    from hfrelease.release.rehearsal import rehearse
-    from hfrelease.stages.release_view import JobLines, rehearsal_view
-
-    ci = CiEnvironment.detect()
-    directory = work_dir or find_manifest(manifest).parent / ".hfrelease" / "release"
-    report = rehearse(manifest, work_dir=directory, hub=hub, tag=tag, hub_root=hub_root, workflow_file=workflow_file,
-                      events=JobLines(lambda line: show([line]), folds=ci.github_actions))
+    report = rehearse_stage(settings, emit=lambda line: show([line]))
     show(rehearsal_view(report))
     if report.error is not None:
         raise report.error
 
 
-def _only(only: str, settings: StepSettings) -> None:
+def _only(only: Step, settings: StepSettings) -> None:
     """One step of the workflow: its stage function, its view; `check` also prints the eval matrix as JSON."""
     from hfrelease.cli.output import err_console, print_json, show
     from hfrelease.stages import release_view
@@ -121,7 +88,7 @@ def _only(only: str, settings: StepSettings) -> None:
 
     if only == "check":
         report = check_step(settings)
-        show(release_view.check_step_view(settings, report))
+        show(release_view.check_step_view(settings.manifest, report.entries))
         print_json(report.as_dict())
     elif only == "gate":
         decision = gate_step(settings)

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -48,6 +49,11 @@ class MergeReport:
     added: tuple[Path, ...]
     identical: tuple[Path, ...]
     skipped_invalid: tuple[SkippedFile, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """`hfrelease ledger merge --json`."""
+        return {"added": [str(p) for p in self.added], "identical": [str(p) for p in self.identical],
+                "skipped_invalid": [{"path": str(s.path), "reason": s.reason} for s in self.skipped_invalid]}
 
 
 def record_name(record: LedgerRecord, content: bytes) -> str:

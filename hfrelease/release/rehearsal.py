@@ -250,12 +250,13 @@ def summary_markdown(report: RehearsalReport) -> str:
     return "\n\n".join(parts)
 
 
-def write_release_workflow(manifest_file: Path, *, root: Path, force: bool = False) -> Path:
-    """Write the family's `.github/workflows/release.yml` under `root` (as `init --github` renders it)."""
-    from hfrelease.release.workflows import WorkflowSpec, lock_dir_for, render_workflows
+def write_release_workflow(manifest_file: Path, *, root: Path | None = None, force: bool = False) -> Path:
+    """Write the family's `.github/workflows/release.yml` under `root` (as `init --github` renders it;
+    default: the git checkout holding the manifest)."""
+    from hfrelease.release.workflows import WorkflowSpec, lock_dir_for, render_workflows, repository_root
 
     manifest_file = find_manifest(manifest_file).resolve()
-    root = root.resolve()
+    root = (root or repository_root(manifest_file.parent)).resolve()
     if not manifest_file.is_relative_to(root):
         raise ConfigError("--root", [ConfigProblem(location="--root", message=f"{manifest_file} is not inside {root}")])
     from hfrelease.preflight.install import rehearsal_install

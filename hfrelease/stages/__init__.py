@@ -9,11 +9,13 @@ on SIGTERM (`runner.stage_signals`).
 - `eval`: gates and speed anchors (`run_eval_stage`, `plan_eval_stage` for --dry-run)
 - `cards`: render and lint (`render_stage`, `lint_stage`)
 - `publish`: `bundle_stage`, `publish_stage`, `verify_stage`
-- `release`: the release workflow's own steps (`check_step`, `gate_step`, `publish_step`); the rehearsal
-  of the whole workflow is `hfrelease.release.rehearsal.rehearse`
+- `release`: the command's options checked together (`ReleaseSettings`), the rehearsal of the whole workflow
+  (`rehearse_stage`, over `hfrelease.release.rehearsal.rehearse`) and its own steps (`check_step`,
+  `gate_step`, `publish_step`)
+- `init`: a new family scaffolded, with the repository's set-up steps (`init_stage`)
 - `runner`: what they share (cache directory, default hash cache, exit policy, SIGTERM, an error's message
   and exit code: `failure_of`)
 - `view`: a report's view for people as data (lines and tables of styled text) that the CLI draws; each
   command's in `eval_view`, `publish_view` (bundle, publish, verify; the release's live progress), `compare_view`,
-  `release_view`, `cards` (`render_view`) and `check` (`manifest_view`)
+  `ledger_view` (`ledger merge`), `release_view`, `cards` (`render_view`) and `check` (`manifest_view`)
 """

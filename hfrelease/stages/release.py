@@ -13,9 +13,9 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from hfrelease.errors import ConfigError, ConfigProblem, ExitCode
+from hfrelease.errors import ConfigError, ConfigProblem, ExitCode, UsageError
 from hfrelease.stages.runner import default_hash_cache
 
 if TYPE_CHECKING:
@@ -23,7 +23,65 @@ if TYPE_CHECKING:
     from hfrelease.manifest import Manifest
     from hfrelease.publish import PublishReport
     from hfrelease.release.policy import GateDecision, MatrixEntry
+    from hfrelease.release.rehearsal import RehearsalReport
     from hfrelease.release.verification import VerifiedRepo
+    from hfrelease.stages.view import Line
+
+Step = Literal["check", "gate", "publish"]
+STEPS: tuple[Step, ...] = ("check", "gate", "publish")
+_HELP = "`hfrelease release --help` says which options go together."
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseSettings:
+    """`hfrelease release`: the whole workflow rehearsed (`step` None), or one of its steps (`--only`).
+
+    Options that do not go together are refused here, as usage errors (exit 2), whoever builds the settings.
+    """
+
+    manifest: Path  # the family's release.toml or its directory
+    step: Step | None = None
+    hub: str = "local"  # `local` (started for the rehearsal), a Hub URL, or `manifest`
+    tag: str | None = None
+    work_dir: Path | None = None  # the rehearsal's workspaces (default: <family>/.hfrelease/release)
+    artifacts: tuple[str, ...] = ()
+    gates: tuple[str, ...] = ()
+    hub_root: Path | None = None
+    workflow_file: Path | None = None  # the rehearsal's workflow (default: the nearest release.yml)
+    from_bundle: Path | None = None
+    attestation: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.step is None and (self.artifacts or self.gates):
+            raise UsageError("--artifact and --gate apply with --only: the rehearsal runs the workflow as written "
+                             "(cut the manifest down instead)", hint=_HELP)
+        if (self.from_bundle is not None or self.attestation is not None) and self.step != "publish":
+            raise UsageError("--from-bundle and --attestation apply with --only publish", hint=_HELP)
+        if self.attestation is not None and self.from_bundle is None:
+            raise UsageError("--attestation needs --from-bundle (it signs the MANIFESTs of that bundle)", hint=_HELP)
+
+    def step_settings(self) -> StepSettings:
+        """The settings of the step, its manifest loaded."""
+        from hfrelease.manifest import load_manifest
+
+        # Publishing a bundle made elsewhere needs no source file here (the publish job's runner has no weights).
+        return StepSettings(manifest=load_manifest(self.manifest, check_files=self.from_bundle is None), tag=self.tag,
+                            artifacts=self.artifacts, gates=self.gates, hub=self.hub, hub_root=self.hub_root,
+                            work_dir=self.work_dir, from_bundle=self.from_bundle, attestation=self.attestation)
+
+
+def rehearse_stage(settings: ReleaseSettings, *, emit: Callable[[Line], None]) -> RehearsalReport:
+    """The release workflow run on this machine, job by job, each job's lines to `emit` as it runs (in a
+    fold each on GitHub Actions); a job's failure is the report's `error`, never raised."""
+    from hfrelease.manifest import find_manifest
+    from hfrelease.release.ci import CiEnvironment
+    from hfrelease.release.rehearsal import rehearse
+    from hfrelease.stages.release_view import JobLines
+
+    work_dir = settings.work_dir or find_manifest(settings.manifest).parent / ".hfrelease" / "release"
+    return rehearse(settings.manifest, work_dir=work_dir, hub=settings.hub, tag=settings.tag,
+                    hub_root=settings.hub_root, workflow_file=settings.workflow_file,
+                    events=JobLines(emit, folds=CiEnvironment.detect().github_actions))
 
 
 @dataclass(frozen=True, kw_only=True)

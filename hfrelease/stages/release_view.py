@@ -10,11 +10,11 @@ from hfrelease.stages.view import Block, Line, Styled, line, note, table
 
 if TYPE_CHECKING:
     from hfrelease.actions.run import JobResult, StepResult
+    from hfrelease.manifest import Manifest
     from hfrelease.publish import PublishReport
-    from hfrelease.release.policy import GateDecision
+    from hfrelease.release.policy import GateDecision, MatrixEntry
     from hfrelease.release.rehearsal import RehearsalReport
     from hfrelease.release.verification import VerifiedRepo
-    from hfrelease.stages.release import MatrixReport, StepSettings
 
 _STATUS_STYLE = {"success": "green", "failure": "red", "skipped": "dim", "cancelled": "yellow"}
 
@@ -66,10 +66,9 @@ def rehearsal_view(report: RehearsalReport) -> list[Block]:
     return view
 
 
-def check_step_view(settings: StepSettings, report: MatrixReport) -> list[Block]:
-    loaded = settings.manifest
+def check_step_view(loaded: Manifest, entries: Sequence[MatrixEntry]) -> list[Block]:
     return [line(Styled("✓", "green"), f" tag {loaded.tag_name()} is {loaded.family.name}'s release; eval matrix: "
-                 + ", ".join(e.artifact for e in report.entries), err=True, wrap=True)]
+                 + ", ".join(e.artifact for e in entries), err=True, wrap=True)]
 
 
 def gate_step_view(decision: GateDecision) -> list[Block]:

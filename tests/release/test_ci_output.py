@@ -192,3 +192,9 @@ def test_release_without_only_refuses_artifact_filters(
     """--artifact/--gate cannot restrict a rehearsal: the workflow runs as written (usage error, exit 2)."""
     code, _, err = _run(["release", str(fixture_family), "--artifact", "fp8"], capsys)
     assert code == ExitCode.USAGE and "--only" in err
+
+
+def test_the_release_workflow_goes_to_the_manifests_checkout_by_default(fixture_family: Path, tmp_path: Path) -> None:
+    """Without a root, `release --write-workflow` writes under the git checkout holding the manifest."""
+    (tmp_path / ".git").mkdir()
+    assert write_release_workflow(fixture_family) == tmp_path.resolve() / ".github" / "workflows" / "release.yml"
