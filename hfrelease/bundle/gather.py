@@ -25,6 +25,7 @@ RENDERED_DIRS = {"plots": (".png", ".svg", ".jpg", ".jpeg", ".webp"), ".eval_res
 PLUGIN_PREFIX = "vllm_plugin/"
 LEDGER_PREFIX = "ledger/"
 SAMPLES_SUFFIX = ".samples.jsonl.gz"
+REPEATS_SUFFIX = ".bench.jsonl"
 SourceFetcher = Callable[[str, str], Path]  # (repo id, revision) -> local snapshot directory
 
 
@@ -347,13 +348,18 @@ def _gather_rendered(manifest: Manifest, artifact: Artifact, found: Candidates, 
 
 
 def gather_ledger(manifest: Manifest, artifact: Artifact, found: Candidates) -> None:
-    """results/<artifact-id>/: each record and the samples file it names, as ledger/<name>.
+    """results/<artifact-id>/: each record, the samples file it names and the raw `vllm bench serve` repeats it
+    names (`extra.raw`, `*.bench.jsonl`), as ledger/<name>.
 
+    The repeats ship because a speed record keeps only their median: `hfrelease compare` reading a release
+    tag draws a speed row's interval from them (a few KiB each). The other raw files (`/metrics` snapshots,
+    fidelity logprobs, up to ~1 MiB each) serve cards, which are rendered before publishing, and stay local.
     Every entry is judged before the ledger reads anything (a link out, a FIFO, a device must not be read);
-    then reading every record validates it (name matches content, schema ok), and each samples file is
-    checked against its record's sha256, so a damaged record or a samples file that is not the measured
-    one never ships. A samples file no record names is left out.
+    then reading every record validates it (name matches content, schema ok), each samples file is checked
+    against its record's sha256 and each repeats file against the sha256 in its name, so a damaged record
+    or a file that is not the measured one never ships. A samples or repeats file no record names is left out.
     """
+    from hfrelease.ledger.record import raw_files
     from hfrelease.ledger.store import Ledger
 
     results = manifest.ledger_dir
@@ -373,7 +379,7 @@ def gather_ledger(manifest: Manifest, artifact: Artifact, found: Candidates) -> 
             continue  # an interrupted atomic write leaves a hidden temp file
         if path.is_dir() and not path.is_symlink():
             continue
-        shipped = path.name.endswith((".json", SAMPLES_SUFFIX))
+        shipped = path.name.endswith((".json", SAMPLES_SUFFIX, REPEATS_SUFFIX))
         if not shipped:  # raw benchmark files stay local, but are read by cards: no link out either
             outside = found.tree.outside(path)
             if outside is not None:
@@ -387,11 +393,17 @@ def gather_ledger(manifest: Manifest, artifact: Artifact, found: Candidates) -> 
     ledger = Ledger(results)
     records = ledger.records(artifact_id=artifact.id)
     named = {r.samples_file for r in records if r.samples_file is not None}
+    present = {name for name, _ in candidates}
     for record in records:
         ledger.load_samples(record)  # verifies the samples file's sha256 against the record
-    left = [name for name, _ in candidates if name.endswith(SAMPLES_SUFFIX) and name not in named]
+        for key, name in raw_files(record):
+            if key == "raw" and name in present:
+                named.add(name)
+                ledger.raw_bytes(record, name)  # verifies the file against the sha256 in its name
+    left = [name for name, _ in candidates if name.endswith((SAMPLES_SUFFIX, REPEATS_SUFFIX)) and name not in named]
     if left:
-        found.notes.append(f"samples files no record in {directory} names, not published: {', '.join(left)}")
+        found.notes.append(f"samples or repeats files no record in {directory} names, not published: "
+                           f"{', '.join(left)}")
     for name, real in candidates:
         if name not in left:
             found.add(LEDGER_PREFIX + name, real, "ledger-record", where=where + name)

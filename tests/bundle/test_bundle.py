@@ -167,6 +167,46 @@ def test_ledger_records_ship_under_ledger(family: Path) -> None:
     assert _bundle(family).repos[0].notes == ()
 
 
+def test_raw_repeats_a_speed_record_names_ship_beside_it(family: Path, tmp_path: Path) -> None:
+    """Each `vllm bench serve` repeat a speed record names ships as ledger/<name> with its bytes and MANIFEST line;
+    a repeats file no record names, and the /metrics snapshots, stay local."""
+    from hfrelease.ledger.store import Ledger
+    from tests.ledger_pairs import write_speed
+
+    record = write_speed(Ledger(family / "results"), family="tiny", artifact="q0", draft="q1",
+                         throughputs=(100.0, 104.0, 98.0), acceptances=(0.4, 0.41, 0.39))
+    results = family / "results" / "q0"
+    (results / "speed-chat-000000000000-111111111111.bench.jsonl").write_text('{"output_throughput": 1}\n')
+    (results / "speed-chat-000000000000-222222222222.metrics.txt").write_text("vllm:num_drafts 1\n")
+    repo = _bundle(family).repos[0]
+    files = {f.path: f for f in repo.files if f.path.startswith("ledger/")}
+    repeats = record.extra["raw"]
+    assert isinstance(repeats, list) and len(repeats) == 3
+    assert set(files) == {f"ledger/{n}" for n in repeats} | {f"ledger/{next(results.glob('speed-*.json')).name}"}
+    for name in repeats:
+        item = files[f"ledger/{name}"]
+        assert item.read() == (results / name).read_bytes() and item.role == "ledger-record"
+    assert any("speed-chat-000000000000-111111111111.bench.jsonl" in note for note in repo.notes)
+    [written, _] = write_bundle(_bundle(family), tmp_path / "out")
+    listed = {line.split()[-1] for line in (written / MANIFEST_NAME).read_text().splitlines() if line.strip()}
+    assert {f"ledger/{n}" for n in repeats} <= listed
+
+
+def test_a_repeats_file_that_is_not_the_measured_one_stops_the_bundle(family: Path) -> None:
+    """A repeats file whose bytes no longer match the sha256 in its name is a damaged ledger (exit 6), not shipped."""
+    from hfrelease.errors import LedgerError
+    from hfrelease.ledger.store import Ledger
+    from tests.ledger_pairs import write_speed
+
+    record = write_speed(Ledger(family / "results"), family="tiny", artifact="q0", draft="q1",
+                         throughputs=(100.0, 104.0, 98.0))
+    assert isinstance(record.extra["raw"], list)
+    edited = family / "results" / "q0" / record.extra["raw"][0]
+    edited.write_text(edited.read_text().replace("100.0", "190.0"))
+    with pytest.raises(LedgerError, match="sha256"):
+        _bundle(family)
+
+
 def test_write_bundle_lays_out_each_repo(family: Path, tmp_path: Path) -> None:
     """`--out` writes each repo's tree with identical bytes and its MANIFEST."""
     bundle = _bundle(family)

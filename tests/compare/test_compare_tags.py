@@ -15,19 +15,23 @@ from hfrelease.hub import HubServer
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import load_manifest
 from hfrelease.publish import publish_family
+from hfrelease.release.verification import verify_family
 from tests.conftest import CliRun
-from tests.ledger_pairs import gate_record, write_ledger
+from tests.ledger_pairs import gate_record, write_ledger, write_speed
 from tests.publish_family import TOKEN, fake_plugin_check, set_version
 
 pytestmark = pytest.mark.usefixtures("publish_isolation")
 
 
 def _release(family: Path, api: HfApi, version: str, accuracy: float, seed: str) -> None:
-    """Publish `version` of the tiny family with a ledger of one gate record per published quant."""
+    """Publish `version` of the tiny family with a ledger of one gate record per published quant, and a speed
+    record of q0 served with q1 as its draft whose repeats scale with `accuracy`."""
     shutil.rmtree(family / "results", ignore_errors=True)
     set_version(family, version)
-    write_ledger(family / "results", *(gate_record(family="tiny", artifact=a, accuracy=accuracy, seed=seed)
-                                       for a in ("q0", "q1")))
+    ledger = write_ledger(family / "results", *(gate_record(family="tiny", artifact=a, accuracy=accuracy, seed=seed)
+                                                for a in ("q0", "q1")))
+    write_speed(ledger, family="tiny", artifact="q0", draft="q1", draft_weights=seed,
+                throughputs=tuple(100 * accuracy + d for d in (0.0, 3.0, -2.0)), acceptances=(0.4, 0.41, 0.39))
     report = publish_family(load_manifest(family), api=api, plugin_checker=fake_plugin_check)
     assert report.outcome is not None and report.outcome.status == "published"
 
@@ -42,9 +46,21 @@ def test_two_release_tags_compare_from_the_ledgers_they_ship(
     manifest = load_manifest(family)
     comparison = compare_family("v1.0", "hub:v1.1", manifest=manifest, endpoint=hub.url, token=TOKEN)
     local = compare_family(str(tmp_path / "v1.0"), str(family / "results"), manifest=None)
-    assert [(r.artifact, r.old, r.new, r.ci_low, r.ci_high, r.verdict) for r in comparison.rows] == [
-        (r.artifact, r.old, r.new, r.ci_low, r.ci_high, r.verdict) for r in local.rows]
-    assert [r.artifact for r in comparison.rows] == ["q0", "q1"] and comparison.rows[0].verdict == "better"
+    assert [(r.artifact, r.metric, r.old, r.new, r.ci_low, r.ci_high, r.verdict) for r in comparison.rows] == [
+        (r.artifact, r.metric, r.old, r.new, r.ci_low, r.ci_high, r.verdict) for r in local.rows]
+    assert [(r.kind, r.artifact) for r in comparison.rows] == [("gate", "q0"), ("gate", "q1"), ("speed", "q0"),
+                                                              ("speed", "q0")]
+    assert comparison.rows[0].verdict == "better"
+    # The speed rows' intervals come from the raw repeats each release ships beside its records (ledger/).
+    speed = [r for r in comparison.rows if r.kind == "speed"]
+    assert all(r.ci_low is not None and (r.n_old, r.n_new) == (3, 3) for r in speed)
+    assert speed[0].metric == "output_throughput" and speed[0].verdict == "better"
+    # verify downloads v1.1 back and holds the repeats to the MANIFEST, the Hub's blob ids and the local bundle.
+    verified = verify_family(manifest, endpoint=hub.url, token=TOKEN, out_dir=tmp_path / "verified")
+    q0 = next(v for v in verified if v.artifact_id == "q0")
+    assert all(not v.problems for v in verified) and q0.local_bundle is not None
+    shipped = {p.name for p in (q0.directory / "ledger").glob("*.bench.jsonl")}
+    assert len(shipped) == 3 and shipped == {p.name for p in (family / "results" / "q0").glob("*.bench.jsonl")}
     assert Ledger(family / "results").records()  # the work tree's ledger is read, not changed
     monkeypatch.setenv("HF_ENDPOINT", hub.url)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
@@ -72,5 +88,5 @@ def test_a_repo_without_the_tag_has_its_rows_on_one_side(family: Path, api: HfAp
     q1 = next(a.repo for a in manifest.artifact if a.id == "q1")
     api.delete_tag(q1, tag="v1.0")
     comparison = compare_family("v1.0", "v1.1", manifest=manifest, endpoint=hub.url, token=TOKEN)
-    assert [r.artifact for r in comparison.rows] == ["q0"]
-    assert [(r.side, r.artifact) for r in comparison.one_sided] == [("new", "q1")]
+    assert {r.artifact for r in comparison.rows} == {"q0"}
+    assert [(r.side, r.kind, r.artifact) for r in comparison.one_sided] == [("new", "gate", "q1")]

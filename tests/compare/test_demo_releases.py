@@ -38,10 +38,11 @@ def test_compare_on_the_demos_two_releases_reproduces_every_number_from_both_led
         server.shutdown()
     ledgers = compare_family(str(LEDGERS[0]), str(LEDGERS[1]), manifest=None)
 
-    # Intervals are left out: a release's ledger/ ships the records and samples files, not the raw `vllm bench
-    # serve` repeats (.bench.jsonl) the release-ledger artifact keeps, so a speed row read from tags has none.
+    # Intervals included: a release's ledger/ ships the raw `vllm bench serve` repeats (.bench.jsonl) beside its
+    # records, so a speed row read from tags is drawn from the same repeats as from the release-ledger artifact.
     def numbers(rows: tuple[ComparedRow, ...]) -> list[tuple[object, ...]]:
-        return [(r.key, r.metric, r.old, r.new, r.delta, r.changed) for r in rows]
+        return [(r.key, r.metric, r.old, r.new, r.delta, r.changed, r.ci_low, r.ci_high, r.method, r.n_old, r.n_new,
+                 r.verdict) for r in rows]
 
     assert numbers(tags.rows) == numbers(ledgers.rows)
     # The release-ledger artifact also holds the unpublished artifacts' records (the under-trained variant's),
@@ -55,6 +56,7 @@ def test_compare_on_the_demos_two_releases_reproduces_every_number_from_both_led
         assert row.old == row.old_record.metrics[row.metric].value
         assert row.new == row.new_record.metrics[row.metric].value
         assert row.delta == pytest.approx(row.new - row.old)
+    assert any(r.kind == "speed" and r.ci_low is not None for r in tags.rows)
     drafted = [r for r in tags.rows if r.draft == "draft"]
     assert {r.metric for r in drafted} >= {"spec_acceptance_rate", "output_throughput"}
     assert all("draft weights" in [c.name for c in r.changed] for r in drafted)
