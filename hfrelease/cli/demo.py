@@ -24,12 +24,11 @@ def build(out: Path | None, quant_python: Path | None, seed: int) -> None:
     from rich.status import Status
 
     from hfrelease.cli.output import err_console
+    from hfrelease.demo.build import build_demo_family
     from hfrelease.demo.paths import default_build_dir, default_quant_python
 
     out = out or default_build_dir()
     quant_python = quant_python or default_quant_python(os.environ)
-    from hfrelease.demo.build import build_demo_family
-
     with Status("building the demo family", console=err_console) as status:
 
         def progress(message: str) -> None:
@@ -58,21 +57,10 @@ def pin(manifest: Path, build_dir: Path | None, hub_root: Path | None) -> None:
     its per-epoch val_metrics.json, which the draft declares in `files`) is copied from the same build.
     """
     from hfrelease.cli.output import err_console
-    from hfrelease.demo.paths import default_build_dir
-    from hfrelease.demo.vendor import copy_training, pin_manifest, read_pins
+    from hfrelease.demo.versions import pin_working_copy
 
-    target = manifest / "release.toml" if manifest.is_dir() else manifest
-    build = build_dir or default_build_dir()
-    pins = read_pins(build)
-    for line in pin_manifest(target, pins):
-        err_console.print(f"  pinned {line} in {target}")
-    for name in copy_training(build, target.parent):
-        err_console.print(f"  copied the draft's training provenance {name}")
-    if hub_root is not None:
-        from hfrelease.demo.versions import push_heads
-
-        for line in push_heads(hub_root, build, pins):
-            err_console.print(f"  {line}")
+    for line in pin_working_copy(manifest, build_dir=build_dir, hub_root=hub_root):
+        err_console.print(f"  {line}")
 
 
 @demo.command()
@@ -90,12 +78,7 @@ def previous(family: Path, hub_root: Path, build_dir: Path | None) -> None:
     the workloads serving the draft, so releasing it measures what comparing the two drafts needs.
     """
     from hfrelease.cli.output import err_console
-    from hfrelease.demo.paths import default_build_dir
-    from hfrelease.demo.vendor import read_pins, read_previous_pins
-    from hfrelease.demo.versions import push_heads, write_previous_family
+    from hfrelease.demo.versions import make_previous_release
 
-    build = build_dir or default_build_dir()
-    for line in write_previous_family(family, build):
-        err_console.print(f"  {line}")
-    for line in push_heads(hub_root, build, {**read_pins(build), **read_previous_pins(build)}):
+    for line in make_previous_release(family, hub_root=hub_root, build_dir=build_dir):
         err_console.print(f"  {line}")

@@ -8,6 +8,8 @@ does over time, so `hfrelease compare v0.0 v0.1` and `render --since v0.0` have 
   previous head with that head's training provenance, and only what comparing the two drafts needs (the
   draft, its target, and the workloads that serve the draft, each without speculation beside it; no quality
   or draft gates), so the previous release costs the demo one eval job of the draft.
+- `pin_working_copy` and `make_previous_release` are the maintainer's steps `hfrelease demo pin` and
+  `hfrelease demo previous` take, each saying what it did, a line at a time.
 - `push_heads` makes each vendor repo's main on the demo's Hub hold the head the working copy pins, as the
   vendor's timeline had it: main held the previous head when v0.0 was released from it (a release from a
   repo's own pinned weights is refused when main holds others), and the new head is pushed on top before
@@ -16,13 +18,15 @@ does over time, so `hfrelease compare v0.0 v0.1` and `render --since v0.0` have 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from hfrelease.demo.paths import default_build_dir
 from hfrelease.demo.vendor import (
     PREVIOUS_HEADS,
     VENDOR_REPOS,
     copy_training,
+    pin_manifest,
     push_head,
     read_pins,
     read_previous_pins,
@@ -86,6 +90,27 @@ def write_previous_family(family_dir: Path, build_dir: Path, *, version: str = P
     data.pop("gate", None)
     manifest_file.write_text(tomli_w.dumps(data), encoding="utf-8")
     return changes
+
+
+def pin_working_copy(manifest: Path, *, build_dir: Path | None = None, hub_root: Path | None = None) -> Iterator[str]:
+    """Pin a working copy's release.toml (`manifest`, or its directory) to the revisions the build (default:
+    build/demo in the checkout) uploaded, copy the draft's training provenance from the same build and, with
+    `hub_root`, make the vendor repos' main there hold the pinned heads; one line per thing done."""
+    target = manifest / "release.toml" if manifest.is_dir() else manifest
+    build = build_dir or default_build_dir()
+    pins = read_pins(build)
+    yield from (f"pinned {line} in {target}" for line in pin_manifest(target, pins))
+    yield from (f"copied the draft's training provenance {name}" for name in copy_training(build, target.parent))
+    if hub_root is not None:
+        yield from push_heads(hub_root, build, pins)
+
+
+def make_previous_release(family: Path, *, hub_root: Path, build_dir: Path | None = None) -> Iterator[str]:
+    """Make `family` (a working copy of model_cards/demo) the demo's previous release (`write_previous_family`)
+    and the vendor repos' main on the Hub in `hub_root` hold the heads it pins; one line per thing done."""
+    build = build_dir or default_build_dir()
+    yield from write_previous_family(family, build)
+    yield from push_heads(hub_root, build, {**read_pins(build), **read_previous_pins(build)})
 
 
 def push_heads(hub_root: Path, build_dir: Path, pins: Mapping[str, str]) -> list[str]:

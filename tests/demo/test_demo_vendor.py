@@ -287,3 +287,47 @@ def test_the_previous_release_pins_the_previous_head_and_keeps_what_the_comparis
     assert _main_weights(hub, DRAFT_REPO) == files["draft-previous/model.safetensors"]
     push_heads(hub, out, read_pins(out))
     assert _main_weights(hub, DRAFT_REPO) == files["draft/model.safetensors"]
+
+
+def test_the_pin_and_previous_steps_say_each_thing_they_do(build: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """`demo previous` then `demo pin` (their functions): each write, copy and push is one line, in that order."""
+    from hfrelease.demo.vendor import DRAFT_REPO, publish_vendor_repos, read_pins
+    from hfrelease.demo.versions import make_previous_release, pin_working_copy
+    from hfrelease.speed.plan import file_sha256
+
+    out, files = build
+    _checkpoint(out / "draft-previous", 7)
+    files = {**files, **{p.relative_to(out).as_posix(): file_sha256(p) for p in (out / "draft-previous").iterdir()}}
+    for training in ("draft-training", "draft-previous-training"):
+        (out / training / "0").mkdir(parents=True)
+        (out / training / "0" / "val_metrics.json").write_text('{"loss_epoch": 1.0}')
+        (out / training / "train_command.txt").write_text("hfrelease demo build --seed 0\n")
+    publish_vendor_repos(out, stamp_files=files)
+    hub = tmp_path / "demo-hub"
+    shutil.copytree(out / "hub", hub)
+
+    previous = list(make_previous_release(_family(tmp_path / "v0", read_pins(out), out), hub_root=hub, build_dir=out))
+    assert any("0.0" in line for line in previous)
+    assert previous[-2:] == [line for line in previous if line.split(":")[0] in read_pins(out)]
+    assert _main_weights(hub, DRAFT_REPO) == files["draft-previous/model.safetensors"]
+
+    family = tmp_path / "v1"  # a working copy as cloned: pinning edits its text
+    shutil.copytree(ROOT / "model_cards" / "demo", family, ignore=shutil.ignore_patterns("results", "*.egg-info"))
+    lines = list(pin_working_copy(family, build_dir=out, hub_root=hub))
+    target = family / "release.toml"
+    assert lines[0].startswith("pinned ") and lines[0].endswith(f" in {target}")
+    assert "copied the draft's training provenance draft-training/train_command.txt" in lines
+    assert f"{DRAFT_REPO}: main holds draft " in "\n".join(lines[-2:])
+    assert _main_weights(hub, DRAFT_REPO) == files["draft/model.safetensors"]
+
+
+def test_pin_reads_the_builds_pins_before_touching_the_manifest(tmp_path: Path) -> None:
+    """A build without recorded pins stops `demo pin` (exit 9) before its manifest is changed."""
+    family = tmp_path / "demo"
+    shutil.copytree(ROOT / "model_cards" / "demo", family, ignore=shutil.ignore_patterns("results", "*.egg-info"))
+    before = (family / "release.toml").read_bytes()
+    from hfrelease.demo.versions import pin_working_copy
+
+    with pytest.raises(EnvironmentProblem, match="vendor repos"):
+        list(pin_working_copy(family, build_dir=tmp_path / "no-build"))
+    assert (family / "release.toml").read_bytes() == before
