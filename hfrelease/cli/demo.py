@@ -35,7 +35,7 @@ def build(out: Path | None, quant_python: Path | None, seed: int) -> None:
             status.update(message)
             err_console.print(f"  {message}")
 
-        artifacts = build_demo_family(out, quant_python=quant_python, progress=progress)
+        artifacts = build_demo_family(out, quant_python=quant_python, seed=seed, progress=progress)
     for artifact_id, path in artifacts.items():
         err_console.print(f"  {artifact_id:<14} {path}")
     err_console.print(f"[green]✓[/] demo family ready in {out}")
