@@ -35,21 +35,14 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
     are linted instead of the preflight.
     Every problem is reported at once, each with its place in the file; exit code 3 when any is found.
     """
-    from hfrelease.check import default_manifests
-    from hfrelease.cli.output import err_console, print_json, show
-    from hfrelease.stages.check import CheckSettings, check_stage, manifest_view
+    from hfrelease.cli.output import print_json, show
+    from hfrelease.stages.check import CheckSettings, check_stage, manifest_view, valid_view
 
-    paths = tuple(manifests) or tuple(default_manifests(Path.cwd()))
-    if not paths:
-        raise click.UsageError("no release.toml here and no model_cards/*/release.toml below: name a manifest")
-    settings = CheckSettings(manifests=paths, cards=cards, max_age_days=max_age_days, since=since, offline=offline,
+    settings = CheckSettings(manifests=manifests, cards=cards, max_age_days=max_age_days, since=since, offline=offline,
                              preflight=not no_preflight)
     report = check_stage(settings, announce=_announce, quiet=as_json,
                          checked=None if as_json else lambda check: show(manifest_view(check)))
-    if as_json:
-        print_json(report.as_dict())
-    elif report.exit_code == 0:
-        err_console.print(f"[green]✓[/] {len(paths)} manifest{'s' if len(paths) != 1 else ''} valid")
+    print_json(report.as_dict()) if as_json else show(valid_view(report))
     click.get_current_context().exit(int(report.exit_code))
 
 

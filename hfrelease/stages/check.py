@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hfrelease.errors import ConfigError, ConfigProblem, ExitCode
+from hfrelease.errors import ConfigError, ConfigProblem, ExitCode, UsageError
 from hfrelease.stages.view import Block, Styled, error_lines, line, note, table
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 class CheckSettings:
     """What `hfrelease check` was asked to do (its options, parsed)."""
 
-    manifests: tuple[Path, ...]
+    manifests: tuple[Path, ...] = ()  # none: ./release.toml, else every model_cards/*/release.toml below cwd
     cards: bool = False  # lint the rendered cards instead of the preflight
     max_age_days: int | None = None
     since: str | None = None
@@ -67,8 +67,14 @@ def check_stage(settings: CheckSettings, *, announce: Callable[[str], None] | No
                 checked: Callable[[ManifestCheck], None] | None = None, quiet: bool = False) -> CheckReport:
     """Check every manifest of `settings`; `checked` is told of each as it is done, `announce` of what is
     worth knowing meanwhile (a local Hub started; unless `quiet`, serve args checked by their spelling only)."""
+    from hfrelease.check import default_manifests
+
+    paths = settings.manifests or tuple(default_manifests(Path.cwd()))
+    if not paths:
+        raise UsageError("no release.toml here and no model_cards/*/release.toml below: name a manifest",
+                         hint="`hfrelease check path/to/release.toml` (or its directory).")
     checks = []
-    for path in settings.manifests:
+    for path in paths:
         check = _check_one(path, settings, announce=announce, quiet=quiet)
         if checked is not None:
             checked(check)
@@ -132,6 +138,13 @@ def _validated(path: Path, *, announce: Callable[[str], None] | None) -> Manifes
     if problems:
         raise ConfigError(source, problems)
     return manifest
+
+
+def valid_view(report: CheckReport) -> list[Block]:
+    """The closing line when every manifest is valid (nothing otherwise: each problem is said already)."""
+    count = len(report.checks)
+    return [] if report.exit_code else [line(Styled("✓", "green"), f" {count} manifest{'s' if count != 1 else ''} "
+                                             "valid", err=True, wrap=True)]
 
 
 def manifest_view(check: ManifestCheck) -> list[Block]:

@@ -160,7 +160,7 @@ class VerifySettings:
     """What `hfrelease verify` was asked to do."""
 
     manifest: Path | Manifest
-    out: Path  # where the release is downloaded
+    out: Path | None = None  # where the release is downloaded (default: a new temporary directory)
     hub: str | None = None  # default [publish].endpoint
     hub_root: Path | None = None
     artifacts: tuple[str, ...] = ()
@@ -209,15 +209,18 @@ def verify_stage(
 
     `announce` is told when a local Hub starts; `serving(artifact_id)` is open while vLLM serves the copy.
     """
+    import tempfile
+
     from hfrelease.publish import open_hub, resolve_token
     from hfrelease.release.verification import serve_downloaded, verify_family
 
     loaded, artifacts = _load(settings.manifest, settings.artifacts, serve=settings.serve)
+    out = settings.out or Path(tempfile.mkdtemp(prefix="hfrelease-verify-"))
     with open_hub(settings.hub or loaded.publish.endpoint, family_root=loaded.root, hub_root=settings.hub_root,
                   announce=announce) as target:
         token = target.token or resolve_token()
         verified = verify_family(loaded, endpoint=target.endpoint, token=token.value if token else None,
-                                 out_dir=settings.out, artifacts=artifacts, bundle_dir=settings.bundle_dir,
+                                 out_dir=out, artifacts=artifacts, bundle_dir=settings.bundle_dir,
                                  attested_by=settings.attested_by)
     report = VerifyReport(verified=tuple(verified))
     if settings.serve is None or report.error is not None:
@@ -226,5 +229,5 @@ def verify_stage(
     if copy is None:
         raise UsageError(f"--serve {settings.serve}: not among the verified artifacts")
     with (serving or (lambda _: contextlib.nullcontext()))(settings.serve):
-        served = serve_downloaded(loaded, settings.serve, copy, log_path=settings.out / f"{settings.serve}.server.log")
+        served = serve_downloaded(loaded, settings.serve, copy, log_path=out / f"{settings.serve}.server.log")
     return VerifyReport(verified=report.verified, served=served)

@@ -149,3 +149,21 @@ def test_a_repo_gone_from_the_hub_does_not_hide_the_others(
     (gone,), checked = data["verified"][0]["problems"], data["verified"][1]
     assert "404" in gone and Q0 in gone
     assert checked["ok"] is True and checked["files"] > 0
+
+
+def test_without_out_each_verify_downloads_into_a_fresh_temporary_directory(
+    released: Path, hub: HubServer, cli: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No --out: the stage makes a new hfrelease-verify-* directory per run; a bad selection makes none."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR is read again
+    code, _, err = cli(["verify", str(released), "--hub", hub.url, "--artifact", "nope"])
+    assert code == 3 and "nope" in err and list((tmp_path / "tmp").iterdir()) == []
+    runs = [json.loads(cli(["verify", str(released), "--hub", hub.url, "--json"])[1]) for _ in range(2)]
+    parents = [{Path(r["directory"]).parent for r in run["verified"]} for run in runs]
+    assert all(len(p) == 1 for p in parents) and parents[0] != parents[1]
+    assert all(next(iter(p)).parent == tmp_path / "tmp" and next(iter(p)).name.startswith("hfrelease-verify-")
+               for p in parents)

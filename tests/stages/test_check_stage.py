@@ -1,0 +1,49 @@
+"""The check stage's own rules: which manifests it checks when none is named, and its closing line."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hfrelease.errors import ExitCode, UsageError
+from hfrelease.stages.check import CheckReport, CheckSettings, ManifestCheck, check_stage, valid_view
+from hfrelease.stages.view import Line, Styled
+from tests.conftest import CliRun
+
+pytestmark = pytest.mark.unit
+
+
+def test_no_manifest_named_and_none_found_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           cli: CliRun) -> None:
+    """In a directory with no release.toml and no model_cards/*/release.toml: exit 2, saying to name one."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model_cards" / "empty").mkdir(parents=True)  # a family directory without its manifest
+    with pytest.raises(UsageError, match="name a manifest") as info:
+        check_stage(CheckSettings(preflight=False))
+    assert info.value.exit_code == ExitCode.USAGE
+    code, out, err = cli(["check"])
+    assert code == ExitCode.USAGE and "error: no release.toml here" in err and out == ""
+
+
+def test_no_manifest_named_checks_every_family_below(fixture_family: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a name, every model_cards/*/release.toml below the working directory is checked, sorted."""
+    root = tmp_path / "repo"
+    for name in ("b", "a"):
+        shutil.copytree(fixture_family, root / "model_cards" / name)
+    monkeypatch.chdir(root)
+    report = check_stage(CheckSettings(preflight=False))
+    assert [c.path for c in report.checks] == [root / "model_cards" / n / "release.toml" for n in ("a", "b")]
+
+
+def test_the_closing_line_counts_valid_manifests_and_is_absent_on_a_problem(tmp_path: Path) -> None:
+    """'✓ N manifest(s) valid' when all pass (singular for one); nothing when any failed (exit 3)."""
+    ok = ManifestCheck(path=tmp_path, result={"ok": True})
+    bad = ManifestCheck(path=tmp_path, result={"ok": False})
+    assert valid_view(CheckReport(checks=(ok,))) == [Line(parts=(Styled("✓", "green"), " 1 manifest valid"),
+                                                          err=True, wrap=True)]
+    (closing,) = valid_view(CheckReport(checks=(ok, ok)))
+    assert isinstance(closing, Line) and closing.parts[1] == " 2 manifests valid"
+    assert valid_view(CheckReport(checks=(ok, bad))) == []
