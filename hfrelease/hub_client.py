@@ -12,13 +12,17 @@ cut), and retries idempotent requests (GET, HEAD) after a timeout or a dropped c
 `HFRELEASE_HUB_TIMEOUT` (seconds) sets the read timeout; a Hub that does not answer at all costs at most
 `ATTEMPTS` times it, plus the pauses between attempts. What the final timeout means to the user (exit 7)
 is `hfrelease.hub_errors`' to say.
+
+Two switches of the client's own output are here too: its tqdm bars off while a caller draws its own
+progress (`progress_bars_off`), and its debug log of each request (`log_requests`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -84,3 +88,30 @@ def install(*, read: float | None = None) -> None:
     from huggingface_hub import set_client_factory
 
     set_client_factory(bounded_client_factory(read=read))
+
+
+@contextlib.contextmanager
+def progress_bars_off() -> Iterator[None]:
+    """huggingface_hub's tqdm bars off while the block runs, back on after if they were on: a caller drawing
+    its own progress on the terminal would be garbled by them, and already counts the bytes they would."""
+    # Documented public helpers, exported lazily by huggingface_hub.utils, which mypy cannot see.
+    from huggingface_hub.utils import (  # type: ignore[attr-defined]
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+
+    were_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not were_disabled:
+            enable_progress_bars()
+
+
+def log_requests() -> None:
+    """huggingface_hub's debug log on: each request as a curl command, its token replaced by <TOKEN>."""
+    import logging
+
+    logging.getLogger("huggingface_hub").setLevel(logging.DEBUG)

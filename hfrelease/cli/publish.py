@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from hfrelease.publish.events import OnEvent, PublishEvent
 
 
-
 @click.command()
 @options.MANIFEST
 @options.artifacts()
@@ -73,10 +72,9 @@ def publish(
 
     verbose = (ctx.obj or {}).get("verbose", 0)
     if verbose >= 2:
-        import logging
+        from hfrelease.hub_client import log_requests
 
-        # huggingface_hub's debug log shows each request as a curl command, its token replaced by <TOKEN>.
-        logging.getLogger("huggingface_hub").setLevel(logging.DEBUG)
+        log_requests()
 
     def echo(line: str) -> None:
         err_console.print(f"[dim]{line}[/]", soft_wrap=True, markup=True, highlight=False)
@@ -117,29 +115,16 @@ class ReleaseProgress:
 
 @contextlib.contextmanager
 def release_progress(console: Console, *, enabled: bool) -> Iterator[OnEvent | None]:
-    """The live display's event handler while the block runs (None when disabled).
-
-    huggingface_hub's own tqdm bars are switched off meanwhile (and back on after, if they were on):
-    both drawing on one terminal garbles it, and the display already counts the bytes they would.
-    """
+    """The live display's event handler while the block runs (None when disabled); huggingface_hub's own tqdm
+    bars are off meanwhile (`hub_client.progress_bars_off`)."""
     if not enabled:
         yield None
         return
-    # Documented public helpers, exported lazily by huggingface_hub.utils, which mypy cannot see.
-    from huggingface_hub.utils import (  # type: ignore[attr-defined]
-        are_progress_bars_disabled,
-        disable_progress_bars,
-        enable_progress_bars,
-    )
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    were_disabled = are_progress_bars_disabled()
-    disable_progress_bars()
+    from hfrelease.hub_client import progress_bars_off
+
     columns = (TextColumn("{task.fields[repo]}"), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                TransferSpeedColumn())  # fmt: skip
-    try:
-        with Progress(*columns, console=console) as progress:
-            yield ReleaseProgress(progress)
-    finally:
-        if not were_disabled:
-            enable_progress_bars()
+    with progress_bars_off(), Progress(*columns, console=console) as progress:
+        yield ReleaseProgress(progress)
