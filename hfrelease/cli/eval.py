@@ -14,8 +14,6 @@ import click
 from hfrelease.cli import options
 
 if TYPE_CHECKING:
-    from hfrelease.evaluation.plan import EvalPlan
-    from hfrelease.speed.plan import SpeedPlan
     from hfrelease.stages.eval_view import LiveProgress
 
 
@@ -55,7 +53,7 @@ def eval_(
     """
     from hfrelease.cli.output import print_json, show
     from hfrelease.stages.eval import EvalSettings, plan_eval_stage, run_eval_stage
-    from hfrelease.stages.eval_view import plan_view, stage_view
+    from hfrelease.stages.eval_view import LiveViews, plan_view, stage_view
     from hfrelease.stages.runner import exit_status
 
     settings = EvalSettings(manifest=manifest, artifacts=artifacts, gates=gates, workloads=workloads,
@@ -64,32 +62,12 @@ def eval_(
         plan = plan_eval_stage(settings)
         print_json(plan.as_dict()) if as_json else show(plan_view(plan))
         return
-    report = run_eval_stage(settings, views=_LiveViews())
+    report = run_eval_stage(settings, views=LiveViews(_live))
     print_json(report.as_dict()) if as_json else show(stage_view(report))
     click.get_current_context().exit(exit_status(report))
 
 
 # -- the live view ------------------------------------------------------------------------------------------
-
-class _LiveViews:
-    """The stage's `EvalViews`: a live table while the gates run, another while the speed anchors do."""
-
-    @contextlib.contextmanager
-    def gates(self, plan: EvalPlan, run_dir: Path) -> Iterator[LiveProgress]:
-        from hfrelease.stages.eval_view import LiveProgress
-
-        with _live(progress := LiveProgress.of_gates(plan), logs=f"logs: {run_dir}",
-                   fold=f"eval: {', '.join(job.artifact.id for job in plan.servers)} (servers and gates)"):
-            yield progress
-
-    @contextlib.contextmanager
-    def speed(self, plan: SpeedPlan, run_dir: Path) -> Iterator[LiveProgress]:
-        from hfrelease.stages.eval_view import LiveProgress
-
-        with _live(progress := LiveProgress.of_speed(plan), fold="eval --speed: servers and benchmarks",
-                   logs=f"speed logs: {run_dir}"):
-            yield progress
-
 
 @contextlib.contextmanager
 def _live(progress: LiveProgress, *, fold: str, logs: str) -> Iterator[None]:

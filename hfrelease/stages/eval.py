@@ -2,7 +2,8 @@
 
 `run_eval_stage(settings)` is what `hfrelease eval` runs and `plan_eval_stage(settings)` what its
 `--dry-run` shows. A live view is fed through `EvalViews`: the stage opens one view for the gates and
-one for the speed anchors, each around the work it shows.
+one for the speed anchors, each around the work it shows (`eval_view.LiveViews` says what each shows; the
+CLI only draws it).
 """
 
 from __future__ import annotations

@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hfrelease.stages.view import Block, Cell, Styled, line, table
 
@@ -224,3 +228,30 @@ class LiveProgress:
         return [table(f"{self.title} — {time.monotonic() - self.started:.0f} s", self.columns, rows),
                 *(line(f"{aid} server: {text}", clip=True) for aid, text in self.loads.items()),
                 *(line(Styled(text, "dim"), clip=True) for text in self.lines)]
+
+
+class Draw(Protocol):
+    """A live display (the CLI's): `progress` drawn while the context is open, in a CI fold titled `fold`;
+    after it, where the logs are (`logs`)."""
+
+    def __call__(self, progress: LiveProgress, *, fold: str, logs: str) -> AbstractContextManager[None]: ...
+
+
+class LiveViews:
+    """The eval stage's `EvalViews` for a live display: a table while the gates run, another while the speed
+    anchors do, each with its fold's title and where its logs are; `draw` draws them."""
+
+    def __init__(self, draw: Draw) -> None:
+        self.draw = draw
+
+    @contextlib.contextmanager
+    def gates(self, plan: EvalPlan, run_dir: Path) -> Iterator[LiveProgress]:
+        with self.draw(progress := LiveProgress.of_gates(plan), logs=f"logs: {run_dir}",
+                       fold=f"eval: {', '.join(job.artifact.id for job in plan.servers)} (servers and gates)"):
+            yield progress
+
+    @contextlib.contextmanager
+    def speed(self, plan: SpeedPlan, run_dir: Path) -> Iterator[LiveProgress]:
+        with self.draw(progress := LiveProgress.of_speed(plan), fold="eval --speed: servers and benchmarks",
+                       logs=f"speed logs: {run_dir}"):
+            yield progress
