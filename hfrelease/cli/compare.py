@@ -39,6 +39,7 @@ def compare(
       DIR        a ledger directory (model_cards/<family>/results)
       git:REF    the family's ledger at a commit, branch or tag of its git repository
       TAG        a release tag (or hub:TAG), read from the ledger/ of every published repo on the Hub
+      previous   the family's newest release tag on the Hub but the manifest's own (see README)
 
     Rows pair by what they measure (gate x mode x artifact; workload x config x artifact); each shows the
     difference NEW - OLD with a 95 % interval (paired bootstrap on the same items, else unpaired) and a

@@ -16,7 +16,8 @@ from hfrelease.cli import options
 @click.option("--no-plots", is_flag=True, help="Skip the plots (faster; plot files on disk are left as they are).")
 @options.as_json("the changed files")
 @click.option("--since", help="Add 'Changes since SINCE' to each card: the ledger compared with this release tag "
-                              "(or git:REF, or a ledger directory), as `hfrelease compare` does.")
+                              "(or git:REF, or a ledger directory), as `hfrelease compare` does; `previous`: the "
+                              "family's release before this one on the Hub (a first release: no section).")
 @click.option("--hub", help="Hub endpoint for --since, or `local` (default: HF_ENDPOINT, else [publish].endpoint).")
 @options.LOCAL_HUB_ROOT
 def render(

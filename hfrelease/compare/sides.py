@@ -9,7 +9,9 @@ a side that is not a sound ledger is refused instead of compared.
 How a side is named (`OLD` / `NEW` of `hfrelease compare`): `git:REF` is the family's ledger at a git
 ref of the repository holding the manifest; an existing directory is a ledger directory (`results/`);
 anything else (or `hub:TAG`) is a release tag, read from the published repos of the manifest's
-artifacts, whose `ledger/` folder holds that artifact's records (see `hfrelease.bundle.gather`).
+artifacts, whose `ledger/` folder holds that artifact's records (see `hfrelease.bundle.gather`); `previous`
+is the family's newest release tag on the Hub but the manifest's own (`hfrelease.compare.previous`), and the
+side is labelled with that tag.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
+from hfrelease.compare.previous import PREVIOUS, previous_release, tag_names
 from hfrelease.errors import HubError, UsageError
 
 if TYPE_CHECKING:
@@ -73,8 +76,9 @@ def read_side(
     if manifest is None:
         raise UsageError(f"{spec}: not a directory, and a release tag is read from the repos a manifest names; "
                          "no manifest was found", hint=_LEDGER_HINT)
-    _from_hub(tag, manifest, work, endpoint=endpoint, token=token)
-    return _checked(spec, "hub", work)
+    found = _from_hub(tag, manifest, work, endpoint=endpoint, token=token)
+    # `previous` is named by the tag it stands for: a card says "Changes since v0.1" and cites `v0.1:<record>`.
+    return _checked(found if tag == PREVIOUS else spec, "hub", work)
 
 
 def _checked(label: str, source: Literal["directory", "git", "hub"], root: Path) -> LedgerSide:
@@ -188,15 +192,17 @@ def _from_git(ref: str, family_root: Path, work: Path) -> None:
                     _write(work / relative, handle.read())
 
 
-def _from_hub(tag: str, manifest: Manifest, work: Path, *, endpoint: str | None, token: str | None) -> None:
-    """Each published artifact's `ledger/` at `tag`, as `<artifact id>/<name>`.
+def _from_hub(tag: str, manifest: Manifest, work: Path, *, endpoint: str | None, token: str | None) -> str:
+    """Each published artifact's `ledger/` at `tag` (`previous`: the tag it stands for), as `<artifact id>/<name>`;
+    return the tag read.
 
     A repo without the tag is skipped when another has it: an artifact added since that release (the demo's
     v0.0 released only its draft and the draft's target) has no rows on that side, and its rows are listed
-    as one-sided. When no repo has it, the tag is unknown."""
+    as one-sided. When no repo has it, the tag is unknown, and the error names the tags the repos have."""
     import tempfile
 
     from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError
 
     from hfrelease.hub_errors import hub_errors
     from hfrelease.sources import hub_access, hub_endpoint
@@ -208,6 +214,9 @@ def _from_hub(tag: str, manifest: Manifest, work: Path, *, endpoint: str | None,
     found = False
     missing: list[str] = []
     with hub_access(url), tempfile.TemporaryDirectory(prefix="hfrelease-compare-") as download:
+        if tag == PREVIOUS:
+            tag = previous_release(manifest, api)
+            label = f"hub:{tag}"
         for artifact in published:
             try:
                 with hub_errors(f"reading {artifact.repo} @ {tag}"):
@@ -223,14 +232,20 @@ def _from_hub(tag: str, manifest: Manifest, work: Path, *, endpoint: str | None,
                         _write(work / relative, _read_regular(path, label=label))
                         found = True
             except HubError as error:
-                if error.status != 404:
-                    raise  # a refused token or a failing Hub is exit 7, not a wrong tag
+                # Missing: 404, or 401 RepoNotFound to a caller without a token (as the render job reads): the
+                # Hub answers so for a repo that does not exist yet (an artifact this release adds) or is private.
+                # A refused token or a failing Hub is exit 7, not a wrong tag.
+                if error.status != 404 and not isinstance(error.__cause__, RepositoryNotFoundError):
+                    raise
                 missing.append(artifact.repo)
+        tags = tag_names(api, missing) if published and len(missing) == len(published) else []
     if published and len(missing) == len(published):
         raise UsageError(f"{label}: no release tag {tag!r} in any published repo of the family at {url} "
-                         f"({', '.join(missing)})",
+                         f"({', '.join(missing)}); the release tags there, newest first: "
+                         f"{', '.join(tags) or 'none'}",
                          hint="`hfrelease compare` reads a published release tag (the manifest's "
                               "[publish].tag, e.g. v0.1) from the published repos of the family.")
     if not found:
         raise UsageError(f"{label}: not a ledger (no ledger/ records in the family's repos at {tag})",
                          hint=_LEDGER_HINT)
+    return tag

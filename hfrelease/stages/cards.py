@@ -43,14 +43,24 @@ def read_comparison(
 
 def _with_changes(inputs: CardInputs, *, since: str | None, hub: str | None, hub_root: Path | None,
                   announce: Callable[[str], None] | None) -> CardInputs:
-    """`inputs`; with `since`, the comparison of the ledger with that release beside them."""
+    """`inputs`; with `since`, the comparison of the ledger with that release beside them.
+
+    `since = "previous"` on a family's first release (no release tag on the Hub yet) is no comparison: the
+    cards have no "Changes since" section, and `announce` says so, so a workflow can always pass it."""
     import dataclasses
+
+    from hfrelease.compare.previous import NoPreviousRelease
 
     if since is None:
         return inputs
     manifest = inputs.manifest
-    comparison = read_comparison(since, str(manifest.ledger_dir), manifest, hub=hub, hub_root=hub_root,
-                                 announce=announce)
+    try:
+        comparison = read_comparison(since, str(manifest.ledger_dir), manifest, hub=hub, hub_root=hub_root,
+                                     announce=announce)
+    except NoPreviousRelease as exc:
+        if announce is not None:
+            announce(f"{exc.message}: the cards have no 'Changes since' section")
+        return inputs
     return dataclasses.replace(inputs, changes=comparison)
 
 

@@ -123,6 +123,11 @@ def test_release_job_graph(name: str) -> None:
     # publish runs on a fresh GitHub-hosted runner, from the bundle job's artifact, never beside the GPU jobs.
     assert jobs["publish"]["runs-on"] == "ubuntu-latest"
     assert jobs["bundle"]["runs-on"] == ["self-hosted", label]
+    # The cards say what changed since the release before this one, which the workflow cannot name: the render
+    # and the lint both read it as `previous` (the same comparison, or the lint finds numbers it cannot derive).
+    render_runs = [s["run"] for s in jobs["render"]["steps"] if "run" in s]
+    assert 'hfrelease render "$MANIFEST" --since previous' in render_runs
+    assert 'hfrelease check --cards "$MANIFEST" --since previous' in render_runs
     publish_runs = " ".join(s.get("run", "") for s in jobs["publish"]["steps"])
     assert "--from-bundle release-bundle" in publish_runs and "--require-hashes" in publish_runs
     # Only the publish job meets the protected environment or a secret.
