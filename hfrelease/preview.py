@@ -14,10 +14,11 @@ clipped, so a table too wide for the column shows past it, as it would scroll ou
 
 from __future__ import annotations
 
+import contextlib
 import html
 import re
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -251,6 +252,23 @@ def serve_directory(root: Path, *, host: str = "127.0.0.1", port: int = 0) -> An
     server = ThreadingHTTPServer((host, port), functools.partial(_Quiet, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+@contextlib.contextmanager
+def served_preview(site: Preview, *, port: int = 0) -> Iterator[str]:
+    """`site`'s pages written to a temporary directory and served on `port` (0: a free one) while the block
+    runs; yields the base URL. The server stops and the pages are removed after, also on Ctrl-C."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="hfrelease-preview-") as tmp:
+        write_preview(site, Path(tmp))
+        server = serve_directory(Path(tmp), port=port)
+        try:
+            host, bound = server.server_address[:2]
+            yield f"http://{host}:{bound}/"
+        finally:
+            server.shutdown()
+            server.server_close()  # the port is free again as soon as the preview ends
 
 
 def card_urls(base: str, preview: Preview) -> Sequence[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import tempfile
+import contextlib
 import threading
 from pathlib import Path
 
@@ -24,7 +24,7 @@ def preview(manifest: Path, out: Path | None, port: int) -> None:
     """
     from hfrelease.cli.output import err_console
     from hfrelease.manifest import find_manifest, load_manifest
-    from hfrelease.preview import read_preview, serve_directory, write_preview
+    from hfrelease.preview import read_preview, served_preview, write_preview
 
     loaded = load_manifest(find_manifest(manifest), check_files=False)
     site = read_preview(loaded)
@@ -32,14 +32,7 @@ def preview(manifest: Path, out: Path | None, port: int) -> None:
         pages = write_preview(site, out)
         err_console.print(f"[green]✓[/] {len(site.cards)} cards: {pages[0]}")
         return
-    with tempfile.TemporaryDirectory(prefix="hfrelease-preview-") as tmp:
-        write_preview(site, Path(tmp))
-        server = serve_directory(Path(tmp), port=port)
-        host, bound = server.server_address[:2]
-        err_console.print(f"serving {len(site.cards)} cards at http://{host}:{bound}/ (Ctrl-C to stop)")
-        try:
+    with served_preview(site, port=port) as url:
+        err_console.print(f"serving {len(site.cards)} cards at {url} (Ctrl-C to stop)")
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a preview ends: exit 0, not 130
             threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            server.shutdown()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from hfrelease.preview import hub_addresses, render_markdown, sidebar_html, split_front_matter
 from tests.conftest import CliRun
 
@@ -91,3 +93,20 @@ def test_built_in_hub_serves_a_model_page(tmp_path: Path, isolated_hub_client: N
             page = response.read().decode()
     assert "<table>" in page and "<dd>mit</dd>" in page
     assert f'src="/org/q/resolve/{commit.oid}/plots/a.png"' in page and 'href="/org/ref"' in page
+
+
+def test_served_preview_serves_the_pages_only_while_open(repo_root: Path) -> None:
+    """`preview` without --out: each card's page is served at the yielded URL; after, no server, no pages."""
+    import httpx
+
+    from hfrelease.manifest import load_manifest
+    from hfrelease.preview import card_urls, read_preview, served_preview
+
+    site = read_preview(load_manifest(repo_root / "model_cards" / "demo", check_files=False))
+    with served_preview(site) as url:
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+        for page in card_urls(url, site):
+            response = httpx.get(page, timeout=10)
+            assert response.status_code == 200 and "<html" in response.text.lower()
+    with pytest.raises(httpx.TransportError):  # refused: the server is closed
+        httpx.get(card_urls(url, site)[0], timeout=2)
