@@ -35,18 +35,13 @@ def check(manifests: tuple[Path, ...], as_json: bool, cards: bool, max_age_days:
     are linted instead of the preflight.
     Every problem is reported at once, each with its place in the file; exit code 3 when any is found.
     """
-    from hfrelease.cli.output import print_json, show
+    from hfrelease.cli.output import print_json, say, show
     from hfrelease.stages.check import CheckSettings, check_stage, manifest_view, valid_view
 
     settings = CheckSettings(manifests=manifests, cards=cards, max_age_days=max_age_days, since=since, offline=offline,
                              preflight=not no_preflight)
-    report = check_stage(settings, announce=_announce, quiet=as_json,
+    report = check_stage(settings, announce=say, quiet=as_json,
                          checked=None if as_json else lambda check: show(manifest_view(check)))
     print_json(report.as_dict()) if as_json else show(valid_view(report))
     click.get_current_context().exit(int(report.exit_code))
 
-
-def _announce(message: str) -> None:
-    from hfrelease.cli.output import err_console
-
-    err_console.print(message, markup=False, highlight=False)

@@ -24,10 +24,10 @@ def hub() -> None:
 @click.pass_context
 def serve(ctx: click.Context, root: Path, host: str, port: int, tokens: tuple[str, ...]) -> None:
     """Serve a Hub-compatible API from ROOT until interrupted (huggingface_hub and `hf` work against it)."""
-    from hfrelease.cli.output import err_console
+    from hfrelease.cli.output import say
     from hfrelease.hub import ServeSettings, run
 
     if ctx.obj.get("verbose"):
         # The access log: method, path, status and request id, never headers (they carry tokens).
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    run(ServeSettings(root=root, host=host, port=port, tokens=tokens), announce=err_console.print)
+    run(ServeSettings(root=root, host=host, port=port, tokens=tokens), announce=say)

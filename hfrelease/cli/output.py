@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TextIO
@@ -15,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hfrelease.redact import redact
+from hfrelease.stages.view import visible
 
 if TYPE_CHECKING:
     from hfrelease.stages.view import Block, Cell, Part
@@ -24,17 +24,6 @@ def _width(stream: TextIO) -> int | None:
     # Rich assumes 80 columns when output is piped; logs and CI consoles are wider than that, and
     # folded ids are harder to copy. A terminal keeps its own width.
     return None if stream.isatty() else int(os.environ.get("COLUMNS", "160"))
-
-
-# Characters a terminal acts on rather than shows: C0 controls but newline and tab (ESC starts colour,
-# cursor and title sequences), DEL, C1 controls, and the bidirectional overrides and isolates that make
-# text display in another order than it reads ("Trojan Source", CVE-2021-42574).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def visible(text: str) -> str:
-    """`text` with every character a terminal would act on written as its escape (ESC -> \\x1b)."""
-    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 class PlainConsole(Console):
@@ -59,6 +48,16 @@ def print_error(message: str, *, hint: str | None = None) -> None:
     from hfrelease.stages.view import error_lines
 
     show(error_lines(message, hint))  # never hard-wrapped: error lines are copied into searches and issues
+
+
+def say(text: str) -> None:
+    """A message a stage announces as it goes (a Hub started, a note), on stderr, printed as written."""
+    err_console.print(text, markup=False)
+
+
+def echo(text: str) -> None:
+    """A step a stage reports as it goes (a command it runs, a repo it stages), dimmed on stderr, unwrapped."""
+    err_console.print(text, style="dim", soft_wrap=True, markup=False, highlight=False)
 
 
 def print_json(data: Any) -> None:

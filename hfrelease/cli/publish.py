@@ -66,7 +66,7 @@ def publish(
     recorded gate results failed is refused before anything is uploaded (exit 4), unless
     --allow-failed-gates.
     """
-    from hfrelease.cli.output import err_console, print_json, show
+    from hfrelease.cli.output import echo, err_console, print_json, show
     from hfrelease.stages.publish import PublishSettings, publish_stage
     from hfrelease.stages.publish_view import publish_view
 
@@ -75,10 +75,6 @@ def publish(
         from hfrelease.hub_client import log_requests
 
         log_requests()
-
-    def echo(line: str) -> None:
-        err_console.print(f"[dim]{line}[/]", soft_wrap=True, markup=True, highlight=False)
-
     settings = PublishSettings(manifest=manifest, artifacts=artifacts, hub=hub, hub_root=hub_root, dry_run=dry_run,
                                pr=pr, allow_failed_gates=allow_failed_gates)
     # Not with -vv: huggingface_hub's debug log would scroll through the live display.

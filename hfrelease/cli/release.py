@@ -82,7 +82,7 @@ def release(
 
 def _only(only: Step, settings: StepSettings) -> None:
     """One step of the workflow: its stage function, its view; `check` also prints the eval matrix as JSON."""
-    from hfrelease.cli.output import err_console, print_json, show
+    from hfrelease.cli.output import echo, print_json, show
     from hfrelease.stages import release_view
     from hfrelease.stages.release import check_step, gate_step, publish_step
 
@@ -96,6 +96,5 @@ def _only(only: Step, settings: StepSettings) -> None:
         if (error := decision.error()) is not None:
             raise error
     else:
-        published, verified = publish_step(
-            settings, echo=lambda line: err_console.print(f"[dim]{line}[/]", soft_wrap=True, highlight=False))
+        published, verified = publish_step(settings, echo=echo)
         show(release_view.publish_step_view(published, verified))

@@ -2,11 +2,13 @@
 
 Stages decide what a report says and how each number reads; `hfrelease.cli.output.show` only draws it.
 Text is never markup, so a manifest string holding `[bold]` prints as written; a style is a colour or
-weight name ("green", "bold red", "dim").
+weight name ("green", "bold red", "dim"). Nor does text reach a terminal as control characters: the CLI's
+console writes each as its escape (`visible`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -65,3 +67,14 @@ def error_lines(message: str, hint: str | None = None) -> list[Line]:
 
     lines = [note(redact(message), style="bold red", label="error:")]
     return lines + ([note(redact(hint), style="dim", label="hint:")] if hint else [])
+
+
+# Characters a terminal acts on rather than shows: C0 controls but newline and tab (ESC starts colour,
+# cursor and title sequences), DEL, C1 controls, and the bidirectional overrides and isolates that make
+# text display in another order than it reads ("Trojan Source", CVE-2021-42574).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """`text` with every character a terminal would act on written as its escape (ESC -> \\x1b)."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)

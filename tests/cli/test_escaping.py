@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from hfrelease.cli.output import visible
 from hfrelease.errors import ExitCode
+from hfrelease.stages.view import visible
 from tests.conftest import CliRun
 
 pytestmark = pytest.mark.unit
@@ -88,3 +88,13 @@ def test_init_github_paths_are_quoted(tmp_path: Path, cli: CliRun) -> None:
         text = (tmp_path / ".github" / "workflows" / name).read_text()
         assert 'MANIFEST: "model_cards/my.model-1/release.toml"' in text
         yaml.safe_load(text)
+
+
+def test_a_stages_progress_lines_and_announcements_print_as_written() -> None:
+    """`echo` (publish's progress lines) and `say` (a Hub started, a note) read no markup, act on no control."""
+    from hfrelease.cli.output import echo, err_console, say
+
+    for write in (echo, say):
+        with err_console.capture() as captured:
+            write("pip install 'plugin[extra]' [bold]x[/] \x1b[2J")
+        assert captured.get() == "pip install 'plugin[extra]' [bold]x[/] \\x1b[2J\n"
