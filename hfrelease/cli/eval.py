@@ -71,30 +71,22 @@ def eval_(
 
 @contextlib.contextmanager
 def _live(progress: LiveProgress, *, fold: str, logs: str) -> Iterator[None]:
-    """`progress` drawn live while the block runs, in a GitHub Actions fold; then where the logs are."""
+    """`progress` drawn live while the block runs, in a GitHub Actions fold; then where the logs are (dimmed)."""
     from rich.console import Console
     from rich.live import Live
 
-    from hfrelease.cli.output import drawn, err_console
+    from hfrelease.cli.output import drawn, echo, err_console
+    from hfrelease.release.ci import folded
 
     # The live view writes to its own copy of the terminal's stderr: while lm-eval and the benchmark run,
     # descriptors 1 and 2 are sent to the run's log, and the view must keep drawing on the terminal.
     terminal = os.fdopen(os.dup(2), "w", buffering=1)
     live_console = Console(file=terminal, highlight=False, width=err_console.width if not terminal.isatty() else None)
-    _ci_fold(fold)
-    try:
-        with Live(get_renderable=lambda: drawn(progress.view()), console=live_console, refresh_per_second=4,
-                  transient=False, redirect_stdout=False, redirect_stderr=False):
-            yield
-    finally:
-        terminal.close()
-        err_console.print(f"[dim]{logs}[/]")
-        _ci_fold(None)
-
-
-def _ci_fold(title: str | None) -> None:
-    """Open a fold titled `title` (None closes it) when running on GitHub Actions."""
-    from hfrelease.release.ci import CiEnvironment, group_end, group_start
-
-    if CiEnvironment.detect().github_actions:
-        click.echo(group_start(title) if title is not None else group_end(), err=True)
+    with folded(fold, lambda text: click.echo(text, err=True)):
+        try:
+            with Live(get_renderable=lambda: drawn(progress.view()), console=live_console, refresh_per_second=4,
+                      transient=False, redirect_stdout=False, redirect_stderr=False):
+                yield
+        finally:
+            terminal.close()
+            echo(logs)

@@ -16,8 +16,15 @@ _Command = TypeVar("_Command", bound=Callable[..., Any])
 
 # The family's release.toml or its directory (default: the current directory).
 MANIFEST = click.argument("manifest", type=click.Path(path_type=Path), default=Path())
+HUB = click.option("--hub", help="Hub endpoint URL, or `local` for the built-in Hub (default: [publish].endpoint).")
 LOCAL_HUB_ROOT = click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False),
                               help="State directory of the local Hub.")
+
+
+def hub_root(default: str = "<family>/.hfrelease/hub") -> Callable[[_Command], _Command]:
+    """`--hub-root DIR`: where the built-in Hub of `--hub local` keeps its repos."""
+    return click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False),
+                        help=f"State directory of `--hub local` (default: {default}).")
 
 
 def artifacts(only: str = "Only") -> Callable[[_Command], _Command]:

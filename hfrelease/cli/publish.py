@@ -45,9 +45,8 @@ def bundle(manifest: Path, artifacts: tuple[str, ...], out: Path | None, as_json
 @click.command()
 @options.MANIFEST
 @options.artifacts()
-@click.option("--hub", help="Hub endpoint URL, or `local` for the built-in Hub (default: [publish].endpoint).")
-@click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False),
-              help="State directory of `--hub local` (default: <family>/.hfrelease/hub).")  # fmt: skip
+@options.HUB
+@options.hub_root()
 @click.option("--dry-run", is_flag=True, default=None,
               help="Show the plan per repo; push nothing (the default without a token).")  # fmt: skip
 @click.option("--pr", is_flag=True, default=None, help="Stop after staging every repo as a pull request.")

@@ -25,8 +25,7 @@ if TYPE_CHECKING:
                    "(default: <family>/.hfrelease/release).")
 @options.artifacts("With --only: only")
 @click.option("--gate", "gates", multiple=True, help="With --only: only this gate id (repeatable).")
-@click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False),
-              help="State directory of `--hub local` (default: WORK/hub).")
+@options.hub_root("WORK/hub")
 @click.option("--workflow", "workflow_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="The workflow to run (default: the nearest .github/workflows/release.yml above the manifest).")
 @click.option("--write-workflow", is_flag=True,

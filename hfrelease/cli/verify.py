@@ -11,8 +11,8 @@ from hfrelease.cli import options
 
 @click.command()
 @options.MANIFEST
-@click.option("--hub", help="Hub endpoint, or `local` for the built-in Hub (default: [publish].endpoint).")
-@options.LOCAL_HUB_ROOT
+@options.HUB
+@options.hub_root()
 @options.artifacts("Verify only")
 @click.option("--bundle", "bundle_dir", type=click.Path(path_type=Path, exists=True, file_okay=False),
               help="A bundle directory (`hfrelease bundle --out DIR`) to compare with (default: the MANIFESTs "

@@ -8,9 +8,10 @@ Docs: https://docs.github.com/actions/reference/workflow-commands-for-github-act
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,6 +58,20 @@ def group_start(title: str) -> str:
 def group_end() -> str:
     """The line that closes the innermost open fold."""
     return "::endgroup::"
+
+
+@contextlib.contextmanager
+def folded(title: str, emit: Callable[[str], None], *, env: Mapping[str, str] | None = None) -> Iterator[None]:
+    """On GitHub Actions, what the block prints in a fold titled `title` (its two lines go to `emit`, closing
+    also when the block raises); elsewhere nothing is added."""
+    fold = CiEnvironment.detect(env).github_actions
+    if fold:
+        emit(group_start(title))
+    try:
+        yield
+    finally:
+        if fold:
+            emit(group_end())
 
 
 def append_summary(path: Path, markdown: str) -> None:

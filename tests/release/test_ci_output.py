@@ -156,21 +156,24 @@ def test_eval_writes_its_gate_table_to_the_step_summary_on_github_actions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`hfrelease eval`'s view folds on GitHub Actions and append the gate table; elsewhere they do nothing."""
-    from hfrelease.cli import eval as eval_command
     from hfrelease.stages.eval import ci_summary
 
     report = EvalReport(rows=(_row("fp8", "pass"),), servers_started=1, requests_sent=20, run_dir=tmp_path)
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
-    eval_command._ci_fold("eval: fp8")
+    lines: list[str] = []
+    with ci.folded("eval: fp8", lines.append):
+        lines.append("inside")
     ci_summary(gates=report)
-    assert not summary.exists() and "::group::" not in capsys.readouterr().err
+    assert not summary.exists() and lines == ["inside"]
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    eval_command._ci_fold("eval: fp8")
-    eval_command._ci_fold(None)
+    lines.clear()
+    with pytest.raises(KeyboardInterrupt), ci.folded("eval: fp8\n::stop-commands::x", lines.append):
+        lines.append("inside")
+        raise KeyboardInterrupt  # the fold closes all the same
     ci_summary(gates=report)
-    assert capsys.readouterr().err.splitlines() == ["::group::eval: fp8", "::endgroup::"]
+    assert lines == ["::group::eval: fp8%0A::stop-commands::x", "inside", "::endgroup::"]
     assert "| fp8 | arith \\| exact |" in summary.read_text()
 
 
