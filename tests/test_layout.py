@@ -89,7 +89,7 @@ def test_only_the_cli_imports_click_and_rich() -> None:
 
 # The command line only parses options, calls a stage and draws its report; logic found in `cli/` belongs
 # in `hfrelease/stages/` (a report's view for people included: `stages/view.py`). Lower this as cli/ shrinks.
-CLI_BUDGET = 1_160
+CLI_BUDGET = 1_025
 
 
 def test_the_cli_stays_within_its_line_budget() -> None:
