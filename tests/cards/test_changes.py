@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 from card_fixtures import LEDGER_DEMO
@@ -26,6 +27,7 @@ def test_draft_card_shows_the_previous_head_and_lints_clean(demo_inputs: CardInp
     for row in rows:
         assert f"| {format_value(row, row.old)} | {format_value(row, row.new)} |" in section
     assert "eagle3-untrained" not in section
+    assert not re.search(r"[^\n]\n##+ ", draft), "every section heading follows a blank line"
     assert "## Changes since v0.1" in rendered.card("fp8-dynamic").readme
     cards = [CardText(artifact_id=c.artifact_id, path=tmp_path / c.artifact_id / "README.md", text=c.readme)
              for c in rendered.cards]
