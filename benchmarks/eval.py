@@ -103,9 +103,7 @@ def main() -> None:  # noqa: PLR0915 - one linear script: measure, then print
     reference = manifest.reference
     plan = plan_eval(manifest, ledger=Ledger(family / "results"), hash_cache=None, artifacts=["reference"],
                      gates=GATES)
-    # The artifact's own job: with force=True the plan also re-serves the reference for the fidelity gates
-    # (their reference record is planned again), a job this benchmark does not time.
-    job = next(j for j in plan.servers if j.artifact.id == ARTIFACT)
+    job = plan.servers[0]
     port = free_port()
     command = build_serve_command(manifest, reference, model=str(job.model_dir), host="127.0.0.1", port=port,
                                   vllm=str(VENV_BIN / "vllm"))
