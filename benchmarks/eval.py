@@ -47,11 +47,32 @@ GATES = ["arith", "arith-nothink", "mc"]
 
 
 def family_copy(base: Path) -> Path:
+    """The demo family under `base`, with an empty ledger, pinned to this machine's demo build."""
+    from hfrelease.demo.vendor import pin_manifest, read_pins
+
     family = base / "model_cards" / "demo"
     shutil.copytree(ROOT / "model_cards" / "demo", family, ignore=shutil.ignore_patterns("results", "*.egg-info"))
     (family / "results").mkdir()
     (base / "build").symlink_to(ROOT / "build")
+    pin_manifest(family / "release.toml", read_pins(ROOT / "build" / "demo"))
     return family
+
+
+def pinned_demo_hub(work: Path) -> dict[str, str]:
+    """Serve a copy of the demo build's Hub (its reference and draft are vendor repos there, as a maintainer's
+    are on the Hub) and point this process and the returned environment at it."""
+    from huggingface_hub import constants
+
+    from hfrelease.demo.vendor import HUB_DIR
+    from hfrelease.hub import serve
+
+    os.environ["HFRELEASE_CACHE"] = str(work / "cache")
+    shutil.copytree(ROOT / "build" / "demo" / HUB_DIR, work / "hub")
+    hub = serve(work / "hub")  # a daemon thread: it lives as long as the benchmark
+    os.environ.update(HF_ENDPOINT=hub.url, HF_HUB_CACHE=str(work / "hf-cache"))
+    constants.ENDPOINT, constants.HF_HUB_CACHE = hub.url, str(work / "hf-cache")
+    constants.HUGGINGFACE_CO_URL_TEMPLATE = hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"}
 
 
 def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
@@ -80,7 +101,7 @@ def main() -> None:  # noqa: PLR0915 - one linear script: measure, then print
     from hfrelease.serving.process import VllmServer, free_port
 
     work = Path(tempfile.mkdtemp(prefix="hfrelease-bench-eval-"))
-    env = {**os.environ, "HFRELEASE_CACHE": str(work / "cache"), "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"}
+    env = pinned_demo_hub(work)
     family = family_copy(work)
     hfrelease = [str(VENV_BIN / "python"), "-m", "hfrelease"]
 
@@ -232,21 +253,8 @@ def schedule_benchmark(*, rounds: int, levels: list[int]) -> None:  # noqa: PLR0
     from hfrelease.serving.process import VllmServer, free_port
 
     work = Path(tempfile.mkdtemp(prefix="hfrelease-bench-schedule-"))
-    os.environ["HFRELEASE_CACHE"] = str(work / "cache")
-    # The reference is a vendor repo on the demo's built-in Hub: a copy of it served, the family pinned to it.
-    from huggingface_hub import constants
-
-    from hfrelease.demo.vendor import HUB_DIR, pin_manifest, read_pins
-    from hfrelease.hub import serve
-
-    shutil.copytree(ROOT / "build" / "demo" / HUB_DIR, work / "hub")
-    hub = serve(work / "hub")
-    os.environ.update(HF_ENDPOINT=hub.url, HF_HUB_CACHE=str(work / "hf-cache"))
-    constants.ENDPOINT, constants.HF_HUB_CACHE = hub.url, str(work / "hf-cache")
-    constants.HUGGINGFACE_CO_URL_TEMPLATE = hub.url + "/{repo_id}/resolve/{revision}/{filename}"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"}
+    env = pinned_demo_hub(work)
     family = family_copy(work)
-    pin_manifest(family / "release.toml", read_pins(ROOT / "build" / "demo"))
     data = tomllib.loads((family / "release.toml").read_text())
     data["workload"] = [{**w, "concurrency": levels} for w in data["workload"] if w["id"] == "load"]
     (family / "release.toml").write_text(tomli_w.dumps(data))
