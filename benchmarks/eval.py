@@ -59,19 +59,11 @@ def family_copy(base: Path) -> Path:
 
 
 def pinned_demo_hub(work: Path) -> dict[str, str]:
-    """Serve a copy of the demo build's Hub (its reference and draft are vendor repos there, as a maintainer's
-    are on the Hub) and point this process and the returned environment at it."""
-    from huggingface_hub import constants
-
-    from hfrelease.demo.vendor import HUB_DIR
-    from hfrelease.hub import serve
+    """The demo build's Hub served (`demo_hub`), and the environment every hfrelease run here gets."""
+    from demo_hub import serve_demo_hub
 
     os.environ["HFRELEASE_CACHE"] = str(work / "cache")
-    shutil.copytree(ROOT / "build" / "demo" / HUB_DIR, work / "hub")
-    hub = serve(work / "hub")  # a daemon thread: it lives as long as the benchmark
-    os.environ.update(HF_ENDPOINT=hub.url, HF_HUB_CACHE=str(work / "hf-cache"))
-    constants.ENDPOINT, constants.HF_HUB_CACHE = hub.url, str(work / "hf-cache")
-    constants.HUGGINGFACE_CO_URL_TEMPLATE = hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+    serve_demo_hub(work)
     return {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"}
 
 

@@ -62,16 +62,11 @@ def family_copy(tmp: Path, *, repeats: int, configs: list[str], num_prompts: int
 
 def serve_vendor_hub(tmp: Path, family: Path) -> None:
     """The reference is a vendor repo on the demo's built-in Hub: a copy of it served, the family pinned to it."""
-    from huggingface_hub import constants
+    from demo_hub import serve_demo_hub
 
-    from hfrelease.demo.vendor import HUB_DIR, read_pins
-    from hfrelease.hub import serve
+    from hfrelease.demo.vendor import read_pins
 
-    shutil.copytree(ROOT / "build" / "demo" / HUB_DIR, tmp / "hub")
-    hub = serve(tmp / "hub")
-    os.environ.update(HF_ENDPOINT=hub.url, HF_HUB_CACHE=str(tmp / "hf-cache"))
-    constants.ENDPOINT, constants.HF_HUB_CACHE = hub.url, str(tmp / "hf-cache")
-    constants.HUGGINGFACE_CO_URL_TEMPLATE = hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+    serve_demo_hub(tmp)
     # family_copy rewrote the manifest as plain TOML: its sources are pinned on the data, not as a text edit.
     import tomli_w
 
