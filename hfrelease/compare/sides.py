@@ -238,13 +238,12 @@ def _from_hub(tag: str, manifest: Manifest, work: Path, *, endpoint: str | None,
                 if error.status != 404 and not isinstance(error.__cause__, RepositoryNotFoundError):
                     raise
                 missing.append(artifact.repo)
-        tags = tag_names(api, missing) if published and len(missing) == len(published) else []
-    if published and len(missing) == len(published):
-        raise UsageError(f"{label}: no release tag {tag!r} in any published repo of the family at {url} "
-                         f"({', '.join(missing)}); the release tags there, newest first: "
-                         f"{', '.join(tags) or 'none'}",
-                         hint="`hfrelease compare` reads a published release tag (the manifest's "
-                              "[publish].tag, e.g. v0.1) from the published repos of the family.")
+        if published and len(missing) == len(published):  # listing the tags there reads the Hub too
+            raise UsageError(f"{label}: no release tag {tag!r} in any published repo of the family at {url} "
+                             f"({', '.join(missing)}); the release tags there, newest first: "
+                             f"{', '.join(tag_names(api, missing)) or 'none'}",
+                             hint="`hfrelease compare` reads a published release tag (the manifest's "
+                                  "[publish].tag, e.g. v0.1) from the published repos of the family.")
     if not found:
         raise UsageError(f"{label}: not a ledger (no ledger/ records in the family's repos at {tag})",
                          hint=_LEDGER_HINT)
