@@ -32,13 +32,13 @@ def bundle(manifest: Path, artifacts: tuple[str, ...], out: Path | None, as_json
     that are not weights, version-control and cache directories, and files nobody declared. Checks the vLLM
     plugin installs.
     """
-    from hfrelease.cli.output import err_console, print_json, show
+    from hfrelease.cli.output import print_json, say, show
     from hfrelease.stages.publish import BundleSettings, bundle_stage
     from hfrelease.stages.publish_view import bundle_view
 
     report = bundle_stage(BundleSettings(manifest=manifest, artifacts=artifacts, out=out))
     for directory in report.written:
-        err_console.print(f"wrote {directory}")
+        say(f"wrote {directory}")
     print_json(report.as_dict()) if as_json else show(bundle_view(report))
 
 

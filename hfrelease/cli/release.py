@@ -58,14 +58,15 @@ def release(
     unless include-hidden-files). setup-python and pip installs are substituted by this environment,
     and each job's report says so. The jobs see the Hub as a runner does: HF_ENDPOINT, secrets.HF_TOKEN.
     """
-    from hfrelease.cli.output import err_console, show
+    from hfrelease.cli.output import show
     from hfrelease.stages.release import ReleaseSettings, rehearse_stage
     from hfrelease.stages.release_view import rehearsal_view
 
     if write_workflow:
         from hfrelease.release.rehearsal import write_release_workflow
+        from hfrelease.stages.view import Styled, line
 
-        err_console.print(f"[green]wrote[/] {write_release_workflow(manifest, root=root, force=force)}", soft_wrap=True)
+        show([line(Styled("wrote", "green"), f" {write_release_workflow(manifest, root=root, force=force)}", err=True)])
         return
     settings = ReleaseSettings(manifest=manifest, step=only, hub=hub, tag=tag, work_dir=work_dir, artifacts=artifacts,
                                gates=gates, hub_root=hub_root, workflow_file=workflow_file, from_bundle=from_bundle,

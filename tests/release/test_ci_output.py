@@ -201,3 +201,16 @@ def test_the_release_workflow_goes_to_the_manifests_checkout_by_default(fixture_
     """Without a root, `release --write-workflow` writes under the git checkout holding the manifest."""
     (tmp_path / ".git").mkdir()
     assert write_release_workflow(fixture_family) == tmp_path.resolve() / ".github" / "workflows" / "release.yml"
+
+
+def test_the_written_workflows_path_prints_as_written(fixture_family: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`release --write-workflow` names the file it wrote as it is spelled, brackets included (never as markup)."""
+    import shutil
+
+    root = tmp_path / "repo [main]"
+    (root / ".git").mkdir(parents=True)
+    family = shutil.copytree(fixture_family, root / "family")
+    code, _, err = _run(["release", str(family), "--write-workflow"], capsys)
+    assert code == 0
+    assert f"wrote {root.resolve() / '.github' / 'workflows' / 'release.yml'}" in " ".join(err.split())
