@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 REDACTED = "***"
@@ -70,6 +70,16 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: (REDACTED if SECRET_NAME.search(k) else redact(v)) for k, v in env.items()}
 
 
+def public_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`env` (default: os.environ) for a process that must hold no credential (a gate, a plugin's build).
+
+    Secret-named variables are left out, and a secret inside any other value (a token-shaped string, a
+    registered secret, a secret-named variable's value) is replaced as `redact` does."""
+    source = os.environ if env is None else env
+    extra = secret_values(source)
+    return {k: redact(v, extra) for k, v in source.items() if not SECRET_NAME.search(k)}
+
+
 def _environment_block(stat: str) -> tuple[int, int]:
     """The start and end address of the process's initial environment strings, from /proc/self/stat."""
     # Fields after the command name (which may hold spaces and parentheses) start at field 3; env_start
@@ -78,8 +88,16 @@ def _environment_block(stat: str) -> tuple[int, int]:
     return int(fields[50 - 3]), int(fields[51 - 3])
 
 
-def seal_environment(proc: str = "/proc/self") -> list[str]:
-    """Keep this process's secret-named variables out of every other process's reach; returns their names.
+def holding_secrets(env: Mapping[str, str] | None = None) -> list[str]:
+    """Names of the variables of `env` (default: os.environ) that `public_environment` leaves out or redacts."""
+    source = os.environ if env is None else env
+    public = public_environment(source)
+    return [name for name, value in source.items() if public.get(name) != value]
+
+
+def seal_environment(proc: str = "/proc/self", *, names: Collection[str] | None = None) -> list[str]:
+    """Keep this process's secret-named variables (or those in `names`) out of every other process's reach;
+    returns their names.
 
     A child started without the secrets in its environment can still read the parent's from
     `/proc/<ppid>/environ` (same user: no privilege needed), which shows the environment the parent was
@@ -90,11 +108,16 @@ def seal_environment(proc: str = "/proc/self") -> list[str]:
     token lookup) still finds them, and a child gets one only when it is handed one explicitly.
     Linux only; elsewhere (or without /proc) only the C environment is cleared.
     """
-    names = [name for name in os.environ if SECRET_NAME.search(name)]
-    for name in names:
+    chosen = None if names is None else frozenset(names)
+
+    def sealed(name: str) -> bool:
+        return bool(SECRET_NAME.search(name)) if chosen is None else name in chosen
+
+    found = [name for name in os.environ if sealed(name)]
+    for name in found:
         os.unsetenv(name)  # C `environ` only: os.environ (the dict) keeps the value for this process
-    if not names:
-        return names
+    if not found:
+        return found
     try:
         start, end = _environment_block(Path(proc, "stat").read_text(encoding="ascii", errors="replace"))
         with Path(proc, "mem").open("r+b", buffering=0) as memory:
@@ -103,10 +126,10 @@ def seal_environment(proc: str = "/proc/self") -> list[str]:
             offset = 0
             for entry in block.split(b"\0"):
                 key, sep, value = entry.partition(b"=")
-                if sep and value and SECRET_NAME.search(key.decode("utf-8", "replace")):
+                if sep and value and sealed(key.decode("utf-8", "replace")):
                     memory.seek(start + offset + len(key) + 1)
                     memory.write(b"\0" * len(value))
                 offset += len(entry) + 1
     except (OSError, ValueError, IndexError):
         pass  # no /proc (not Linux) or no write access to our own memory: the C environment is still clear
-    return names
+    return found

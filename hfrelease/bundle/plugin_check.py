@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hfrelease import shell
 from hfrelease.errors import ExitCode, HfreleaseError
-from hfrelease.redact import SECRET_NAME, seal_environment
+from hfrelease.redact import public_environment, seal_environment
 
 PLUGIN_GROUP = "vllm.general_plugins"
 
@@ -63,7 +63,7 @@ def check_plugin(
     # The plugin's build backend runs arbitrary code: it gets no credentials, and cannot read them from this
     # process's /proc/<pid>/environ either (`seal_environment`; the values stay in os.environ for this process).
     seal_environment()
-    clean_env = {k: v for k, v in source_env.items() if not SECRET_NAME.search(k)}
+    clean_env = public_environment(source_env)
     clean_env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     with tempfile.TemporaryDirectory(prefix="hfrelease-plugin-") as scratch:
         source, target = Path(scratch) / "src", Path(scratch) / "env"

@@ -12,16 +12,23 @@ returns (a command: writes to the file given by `--out`) JSON of this shape:
 Command arguments appended by hfrelease: `--base-url URL --model NAME --out FILE --max-tokens N --seed N
 --mode thinking|non-thinking` and `--limit N` when the gate sets one. A leading `python`/`python3` runs
 with hfrelease's own interpreter; relative paths are relative to the manifest's directory (the cwd).
+
+Either kind runs in a process of its own whose environment holds no credential: hfrelease's environment less
+every variable `hfrelease.redact` treats as a secret (`public_environment`), so a gate's code never sees
+HF_TOKEN. An entry point is called by hfrelease's interpreter in that process (`python -m
+hfrelease.evaluation.custom_gate MODULE:FUNCTION` and the arguments above), its return value written as the
+report; its module is imported from the manifest's directory (the cwd) as well as the installed packages.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import math
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +36,21 @@ from hfrelease import shell
 from hfrelease.errors import MeasurementError
 from hfrelease.evaluation.gate_run import GateRun
 from hfrelease.manifest import Gate
+from hfrelease.redact import public_environment
+
+ENTRY_POINT_RUNNER = "hfrelease.evaluation.custom_gate"  # `python -m` this module calls an entry-point gate
 
 
 def custom_gate_argv(gate: Gate, *, base_url: str, model: str, out: Path) -> list[str]:
-    """The exact command line a command gate runs with (shown by --dry-run too)."""
-    assert gate.command is not None
-    argv = list(gate.command)
-    if argv[0] in ("python", "python3"):
-        argv[0] = sys.executable
+    """The exact command line a custom gate runs with (shown by --dry-run too): its command, or hfrelease's
+    interpreter calling its entry point."""
+    if gate.entry_point is not None:
+        argv = [sys.executable, "-m", ENTRY_POINT_RUNNER, gate.entry_point]
+    else:
+        assert gate.command is not None
+        argv = list(gate.command)
+        if argv[0] in ("python", "python3"):
+            argv[0] = sys.executable
     argv += ["--base-url", base_url, "--model", model, "--out", str(out), "--max-tokens", str(gate.max_tokens),
              "--seed", str(gate.seed), "--mode", gate.mode]
     if gate.limit is not None:
@@ -47,19 +61,12 @@ def custom_gate_argv(gate: Gate, *, base_url: str, model: str, out: Path) -> lis
 def run_custom_gate(
     gate: Gate, *, base_url: str, model: str, cwd: Path, echo: Callable[[str], None] | None = None
 ) -> GateRun:
-    """Run a command or entry-point gate against the server and parse what it reports."""
-    if gate.entry_point is not None:
-        module_name, _, function_name = gate.entry_point.partition(":")
-        if str(cwd) not in sys.path:
-            sys.path.insert(0, str(cwd))  # entry points may live beside the manifest
-        function = getattr(importlib.import_module(module_name), function_name)
-        report = function(base_url=base_url, model=model, limit=gate.limit, max_tokens=gate.max_tokens,
-                          seed=gate.seed, mode=gate.mode)
-        return parse_report(gate, report)
+    """Run a command or entry-point gate against the server, in a process that holds no credential, and parse
+    what it reports."""
     with tempfile.TemporaryDirectory(prefix="hfrelease-gate-") as tmp:
         out = Path(tmp) / "report.json"
-        shell.run(custom_gate_argv(gate, base_url=base_url, model=model, out=out), cwd=cwd, echo=echo,
-                  error=MeasurementError, what=f"custom gate {gate.id!r}",
+        shell.run(custom_gate_argv(gate, base_url=base_url, model=model, out=out), env=public_environment(),
+                  cwd=cwd, echo=echo, error=MeasurementError, what=f"custom gate {gate.id!r}",
                   hint="Run the command above by hand against the server to see why it failed.")
         try:
             report = json.loads(out.read_text(encoding="utf-8"))
@@ -120,3 +127,25 @@ def parse_report(gate: Gate, report: Any) -> GateRun:
         requests=len(samples),
         task_hash=None,
     )
+
+
+def _call_entry_point(argv: Sequence[str]) -> None:
+    """`python -m hfrelease.evaluation.custom_gate MODULE:FUNCTION --base-url URL ... --out FILE`: call the
+    entry point with the gate's settings and write what it returns to --out as JSON."""
+    parser = argparse.ArgumentParser(prog=f"python -m {ENTRY_POINT_RUNNER}")
+    parser.add_argument("entry_point")
+    for option in ("--base-url", "--model", "--out", "--mode"):
+        parser.add_argument(option, required=True)
+    for option in ("--max-tokens", "--seed"):
+        parser.add_argument(option, type=int, required=True)
+    parser.add_argument("--limit", type=int, default=None)
+    args = parser.parse_args(argv)
+    module_name, _, function_name = args.entry_point.partition(":")
+    function = getattr(importlib.import_module(module_name), function_name)
+    report = function(base_url=args.base_url, model=args.model, limit=args.limit, max_tokens=args.max_tokens,
+                      seed=args.seed, mode=args.mode)
+    Path(args.out).write_text(json.dumps(report), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    _call_entry_point(sys.argv[1:])

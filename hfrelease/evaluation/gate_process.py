@@ -13,6 +13,11 @@ take. Each process shares the artifact's budget of requests in flight (a semapho
 slot before it is sent, so that the gates together never keep more requests in flight than the budget
 (`request_slots`). It reports over a pipe: progress as `("progress", done, total)`, then
 `("result", GateRun)` or `("error", GateWorkerFailure)`.
+
+A gate process holds no credential: its environment is hfrelease's less every variable `hfrelease.redact`
+treats as a secret (`public_environment`), and the forkserver it is forked from has removed the secrets it
+inherited from its own environment, memory included (`gate_forkserver`), so neither `os.environ` nor
+`/proc/self/environ` of a gate shows HF_TOKEN.
 """
 
 from __future__ import annotations
@@ -33,14 +38,16 @@ from hfrelease.evaluation.failures import RequestsFailedError
 from hfrelease.evaluation.lm_eval_command import LmEvalCall
 from hfrelease.evaluation.lm_eval_gate import RequestCache
 from hfrelease.manifest import Gate
+from hfrelease.redact import public_environment
 
 # Imported by the forkserver before it forks any gate (what every gate would otherwise import itself).
 # What a gate imports on its first run (measured: loading a completions gate's tokenizer imports transformers and
-# torch, 8.6 s on 2 busy cores), imported once here rather than in every gate's process.
-PRELOAD = ["hfrelease.evaluation.gate_process", "lm_eval", "lm_eval.models.openai_completions", "lm_eval.tasks",
-           "lm_eval.evaluator", "lm_eval.api.metrics", "lm_eval.filters", "torch", "transformers",
-           "transformers.models.auto.tokenization_auto", "transformers.tokenization_utils_fast", "jinja2",
-           "hfrelease.evaluation.gate_forkserver"]
+# torch, 8.6 s on 2 busy cores), imported once here rather than in every gate's process. `gate_forkserver` comes
+# first: it removes the forkserver's credentials before any other module is imported.
+PRELOAD = ["hfrelease.evaluation.gate_forkserver", "hfrelease.evaluation.gate_process", "lm_eval",
+           "lm_eval.models.openai_completions", "lm_eval.tasks", "lm_eval.evaluator", "lm_eval.api.metrics",
+           "lm_eval.filters", "torch", "transformers", "transformers.models.auto.tokenization_auto",
+           "transformers.tokenization_utils_fast", "jinja2"]
 STOP_GRACE_SECONDS = 5.0
 
 
@@ -116,7 +123,7 @@ def start_gate(
     context = _context()
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(target=_main, name=f"gate-{gate.id}", daemon=True,
-                              args=(gate, call, cache, str(log_path), slots, sender, dict(os.environ)))
+                              args=(gate, call, cache, str(log_path), slots, sender, public_environment()))
     process.start()
     sender.close()  # the child holds its own copy: the parent's read sees EOF when the child is gone
     return process, receiver
@@ -139,7 +146,9 @@ def _main(gate: Gate, call: LmEvalCall, cache: RequestCache | None, log_path: st
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     os.environ.clear()
-    os.environ.update(environment)  # the forkserver's environment is the one it started with
+    # hfrelease's environment now, less every secret (`start_gate`): the forkserver's is the one it started with,
+    # and lm-eval and the task's own code run here.
+    os.environ.update(environment)
     target = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(target, 1)  # lm-eval's progress bars and the `git` it runs for provenance: into the run's log
     os.dup2(target, 2)

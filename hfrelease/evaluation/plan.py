@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -432,7 +431,5 @@ def describe_gate(manifest: Manifest, job: GateJob, *, base_url: str, model: str
     if gate.task is not None:
         call = gate_call(manifest, gate, base_url=base_url, model=model, files=files, num_concurrent=num_concurrent)
         return call.display(output_path=str(Path(run_dir) / "lm-eval" / job.artifact_id / gate.id))
-    if gate.command is not None:
-        argv = custom_gate_argv(gate, base_url=base_url, model=model, out=Path(run_dir) / "report.json")
-        return f"(cd {shlex.quote(str(manifest.root))} && {shlex.join(argv)})"
-    return f"{sys.executable} -c 'import {gate.entry_point}' (entry point, called in-process)"
+    argv = custom_gate_argv(gate, base_url=base_url, model=model, out=Path(run_dir) / "report.json")
+    return f"(cd {shlex.quote(str(manifest.root))} && {shlex.join(argv)})"

@@ -59,8 +59,10 @@ def test_argv(tmp_path: Path) -> None:
         assert part in joined
 
 
+@pytest.mark.allow_subprocess
 def test_entry_point_gate(tmp_path: Path) -> None:
-    """A Python entry point beside the manifest is called with the server's URL and model; its report is parsed."""
+    """A Python entry point beside the manifest is called (in a process of its own) with the server's URL and model;
+    its report is parsed."""
     from hfrelease.evaluation.custom_gate import run_custom_gate
 
     (tmp_path / "my_gate_module.py").write_text(
