@@ -12,9 +12,11 @@ A file passes `admit` when all of these hold:
 4. **Content.** Text (UTF-8, no NUL byte), read in full whatever its suffix or size, with nothing in it shaped
    like a token or equal to a secret of the environment (`hfrelease.redact`); or one of the binary formats a
    model repo holds: safetensors weights (the header must parse and index every byte of the file, and its
-   metadata is scanned like text), a checkpoint's `tokenizer.model`, a rendered plot image (by its
-   signature), a ledger samples file (gzip; the ledger checks it against its record's sha256). Any other
-   binary is refused: a pickle, an archive or an executable reads as no risk to a name-based check.
+   metadata is scanned like text), a checkpoint's `tokenizer.model` and a rendered plot image (by its
+   signature; the bytes of both are scanned too, as Latin-1, for the strings they hold), a ledger samples
+   file (gzip, decompressed as a stream and scanned like text, up to `SAMPLES_LIMIT` bytes; the ledger checks
+   it against its record's sha256). Any other binary is refused: a pickle, an archive or an executable reads
+   as no risk to a name-based check. One scan (`_secret_problem`) reads every one of these.
 
 Callers say what a file is (`Kind`) and where it may be; the allowlist says whether it may ship and why not.
 """
@@ -22,8 +24,11 @@ Callers say what a file is (`Kind`) and where it may be; the allowlist says whet
 from __future__ import annotations
 
 import codecs
+import gzip
 import json
 import stat
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path, PurePosixPath
@@ -37,6 +42,11 @@ SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # the safetensors loader's own cap
 _IMAGE_SIGNATURES = {".png": (b"\x89PNG\r\n\x1a\n",), ".jpg": (b"\xff\xd8\xff",), ".jpeg": (b"\xff\xd8\xff",),
                      ".webp": (b"RIFF",)}  # fmt: skip
 _GZIP = b"\x1f\x8b"
+# The most a ledger samples file may decompress to. Its JSON lines hold excerpts of the responses (2,000
+# characters each: `lm_eval_results.RESPONSE_EXCERPT`), a few KiB a sample: 1 GiB is over 100,000 samples, and a
+# gzip that inflates past it (a decompression bomb) is refused once the scan has read that much.
+SAMPLES_LIMIT = 1024 * 1024 * 1024
+_CREDENTIAL_FOUND = "contains what looks like an access token"
 
 
 class Kind(Enum):
@@ -137,46 +147,75 @@ def _content_problem(real: Path, *, shipped: str, kind: Kind, size: int, rel: st
     suffix = PurePosixPath(lowered).suffix
     if lowered.endswith(".safetensors"):
         return _safetensors_problem(real, size)
+    if kind is Kind.LEDGER and lowered.endswith(".samples.jsonl.gz"):
+        return _samples_problem(real)
     if kind is Kind.MODEL and lowered == "tokenizer.model":
-        return None  # SentencePiece's protobuf: binary, loaded by a parser that runs no code
-    if kind is Kind.RENDERED and rel.startswith("plots/") and suffix in _IMAGE_SIGNATURES:
-        signatures, reason, fix = _IMAGE_SIGNATURES[suffix], f"named {suffix} but not that image format", "re-render"
-    elif kind is Kind.LEDGER and lowered.endswith(".samples.jsonl.gz"):
-        # Only the format here: the ledger checks the content against the record's sha256.
-        signatures, reason, fix = (_GZIP,), "not a gzip file", "restore it from the ledger it was measured into"
+        signatures = None  # SentencePiece's protobuf: binary, loaded by a parser that runs no code
+    elif kind is Kind.RENDERED and rel.startswith("plots/") and suffix in _IMAGE_SIGNATURES:
+        signatures = _IMAGE_SIGNATURES[suffix]
     else:
-        return _text_problem(real)
+        with real.open("rb") as handle:
+            return _secret_problem(handle.read)
     with real.open("rb") as handle:
-        head = handle.read(16)
-    return None if head.startswith(signatures) else Problem(reason=reason, fix=fix)
+        if signatures is not None and not handle.read(16).startswith(signatures):
+            return Problem(reason=f"named {suffix} but not that image format", fix="re-render")
+        handle.seek(0)
+        return _secret_problem(handle.read, text=False)
 
 
-def _text_problem(real: Path) -> Problem | None:
-    """Read the whole file as UTF-8 text and scan it for credentials; binaries are refused."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    tail = ""
+def _samples_problem(real: Path) -> Problem | None:
+    """A ledger samples file: gzip, whose JSON lines are scanned like text as they decompress, within
+    `SAMPLES_LIMIT` (the ledger checks the content against the record's sha256 once the allowlist passed it)."""
+    restore = "restore it from the ledger it was measured into"
     with real.open("rb") as handle:
-        first = True
-        while True:
-            chunk = handle.read(CHUNK)
-            if first:
-                first = False
-                if _looks_pickled(chunk):
-                    return Problem(
-                        reason="pickle data: loading it runs code, so it is never published",
-                        fix="convert to safetensors (safetensors.torch.save_file) and delete the pickle",
-                    )
-            try:
-                text = decoder.decode(chunk, final=not chunk)
-            except UnicodeDecodeError:
-                return _binary()
-            if "\x00" in text:
-                return _binary()
-            if holds_secret(tail + text):
-                return Problem(reason="contains what looks like an access token", fix="remove the token from the file")
-            tail = (tail + text)[-_OVERLAP:]
-            if not chunk:
-                return None
+        if not handle.read(2).startswith(_GZIP):
+            return Problem(reason="not a gzip file", fix=restore)
+        handle.seek(0)
+        try:
+            with gzip.GzipFile(fileobj=handle, mode="rb") as samples:
+                return _secret_problem(
+                    samples.read, limit=SAMPLES_LIMIT, what="decompressed, it ",
+                    not_text=Problem(reason="decompressed, it is not UTF-8 text (JSON lines)", fix=restore),
+                    fix="delete this samples file and the record naming it (never commit them), and measure the "
+                    "gate again: a gate's process no longer sees the environment's secrets",
+                )  # fmt: skip
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            return Problem(reason=f"not a valid gzip file ({exc})", fix=restore)
+
+
+def _secret_problem(
+    read: Callable[[int], bytes], *, text: bool = True, limit: int | None = None, what: str = "",
+    not_text: Problem | None = None, fix: str = "remove the token from the file",
+) -> Problem | None:
+    """Scan everything `read` returns (until it returns b"") for credentials, `CHUNK` bytes at a time.
+
+    `text`: the bytes must be UTF-8 without NUL (else `not_text`, by default: a binary that may not ship), and
+    pickle data is named as such; otherwise they are scanned as Latin-1, one character a byte, for the strings a
+    binary format holds. More than `limit` bytes is a problem. A problem never repeats what was found."""
+    decoder = codecs.getincrementaldecoder("utf-8" if text else "latin-1")()
+    tail, total = "", 0
+    while True:
+        chunk = read(CHUNK)
+        if text and total == 0 and _looks_pickled(chunk):
+            return Problem(
+                reason="pickle data: loading it runs code, so it is never published",
+                fix="convert to safetensors (safetensors.torch.save_file) and delete the pickle",
+            )
+        total += len(chunk)
+        if limit is not None and total > limit:
+            return Problem(reason=f"{what or 'it '}exceeds {limit / 2**20:g} MiB: not read further",
+                           fix="restore it from the ledger it was measured into")  # fmt: skip
+        try:
+            decoded = decoder.decode(chunk, final=not chunk)
+        except UnicodeDecodeError:
+            return not_text or _binary()
+        if text and "\x00" in decoded:
+            return not_text or _binary()
+        if holds_secret(tail + decoded):
+            return Problem(reason=what + _CREDENTIAL_FOUND, fix=fix)
+        tail = (tail + decoded)[-_OVERLAP:]
+        if not chunk:
+            return None
 
 
 def _binary() -> Problem:
@@ -205,7 +244,7 @@ def _safetensors_problem(real: Path, size: int) -> Problem | None:
         return Problem(reason=f"not a safetensors file ({why})",
                        fix="ship real safetensors weights (safetensors.torch.save_file), nothing renamed to one")
     if holds_secret(raw.decode("utf-8")):
-        return Problem(reason="its metadata contains what looks like an access token", fix="re-save without it")
+        return Problem(reason="its metadata " + _CREDENTIAL_FOUND, fix="re-save without it")
     return None
 
 
