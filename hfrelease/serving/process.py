@@ -26,11 +26,12 @@ from types import TracebackType
 from typing import IO, Any
 
 from hfrelease.errors import ServerError
-from hfrelease.redact import redact
+from hfrelease.redact import public_environment, redact
 from hfrelease.serving.alarm import Alarm
 from hfrelease.serving.command import ServeCommand
 from hfrelease.serving.diagnosis import Diagnosis, diagnose, read_tail
 from hfrelease.serving.guard import require_safe_command
+from hfrelease.serving.kernels import served_kernels
 from hfrelease.serving.memory import PeakMemory, memory_record
 from hfrelease.serving.orphans import TOKEN_VARIABLE, Guard, die_with_parent, new_token, registry_dir, sweep_stale
 
@@ -172,9 +173,13 @@ class VllmServer:
         self.log_path = log_path
         self.host = host
         self.port = port
-        self._base_env = dict(os.environ if base_env is None else base_env)
+        # No credential reaches the server: it serves a local snapshot offline (hfrelease resolved the source),
+        # runs a family's plugin and a vendor's remote code, and any process of the same user can read
+        # /proc/<pid>/environ. Secret-named variables are left out, token-shaped values redacted.
+        self._base_env = dict(public_environment() if base_env is None else base_env)
         self._popen = popen
         self._process: subprocess.Popen[bytes] | None = None
+        self._runtime: dict[str, Any] | None = None
         self._log: IO[bytes] | None = None
         self._watchdog: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -317,6 +322,16 @@ class VllmServer:
                 # way to report the death within seconds instead of after lm-eval's retries.
                 self.alarm.ring(self.died)
                 return
+
+    def runtime(self) -> dict[str, Any]:
+        """What the server's processes loaded that decides numerics: the vLLM kernel library (and its ISA),
+        for a record's hardware; empty when the server is not running or loaded none (a GPU build)."""
+        if self._runtime is None and self._process is not None and self._process.poll() is None:
+            found = served_kernels(self._process.pid)
+            if found:
+                self._runtime = found  # libraries stay mapped: one look per server is enough
+            return found
+        return dict(self._runtime or {})
 
     def memory(self) -> dict[str, Any]:
         """The memory figures of this server so far (start-up log and peak PSS), for a ledger record."""

@@ -38,7 +38,7 @@ def point_record(
     plan: SpeedPlan, job: SpeedServerJob, point: PointJob, summary: PointSummary | None,
     raw: Sequence[tuple[str, bytes, bytes]], files: Sequence[tuple[str, bytes]], *, command: ServeCommand,
     started_at: str, duration: float,
-    failure: str | None, memory: Mapping[str, Any] | None = None,
+    failure: str | None, memory: Mapping[str, Any] | None = None, served: Mapping[str, Any] | None = None,
 ) -> LedgerRecord:
     workload = point.workload
     assert job.content is not None
@@ -92,7 +92,7 @@ def point_record(
         empty=0,
         serve=ServeRecord(argv=tuple(command.argv), env=redact_env(dict(command.env)), display=job.public.display()),
         versions={**versions(), "hfrelease": __version__},
-        hardware=hardware(),
+        hardware=hardware(served=served),
         started_at=started_at,
         duration_s=round(duration, 3),
         input_key=point.input_key,

@@ -449,7 +449,8 @@ def _measure(
     summary = summarise(repeats) if repeats else None
     files = raw_files(point, raw)
     record = point_record(plan, job, point, summary, raw, files, command=command, started_at=started_at,
-                     duration=time.monotonic() - t0, failure=failure, memory=server.memory())
+                     duration=time.monotonic() - t0, failure=failure, memory=server.memory(),
+                     served=server.runtime())
     text = (f"{record.metrics['output_throughput'].value:.1f} tok/s" if record.status == "ok"
             else f"void: {record.void_reason}")
     events.point_progress(job.label, point.label, text)

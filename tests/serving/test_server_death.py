@@ -150,3 +150,17 @@ def test_client_error_from_a_live_server_stays_what_it_is(tmp_path: Path, monkey
     monkeypatch.setattr(server, "death_behind", lambda exc, grace=0.0: real(exc, grace=0.2))
     with pytest.raises(ConnectionResetError):
         _run_one_gate(tmp_path, server)
+
+
+def test_the_server_gets_no_credential(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server started from hfrelease's environment holds no Hub token (it serves a local snapshot offline,
+    and runs plugin and remote code); the rest of the environment and the manifest's serve.env still arrive."""
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "a" * 34)
+    monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", "hf_" + "b" * 34)
+    monkeypatch.setenv("HFRELEASE_TEST_HARMLESS", "kept")
+    command = ServeCommand(argv=("vllm", "serve", "m"), served_model_name="m", env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+    env = VllmServer(command, log_path=tmp_path / "server.log", port=1).environment()
+    assert "HF_TOKEN" not in env and "HUGGING_FACE_HUB_TOKEN" not in env
+    assert not any("hf_aaaa" in value or "hf_bbbb" in value for value in env.values())
+    assert env["HFRELEASE_TEST_HARMLESS"] == "kept" and env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert env["HF_HUB_OFFLINE"] == "1"
