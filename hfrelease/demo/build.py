@@ -23,6 +23,7 @@ from hfrelease.demo.draft_training import EPOCH_STEPS
 from hfrelease.demo.eagle3 import write_eagle3_head
 from hfrelease.demo.family_files import write_family_files
 from hfrelease.demo.model import DRAFT_SPEC, REFERENCE_SPEC
+from hfrelease.demo.threads import THREADS_VARIABLE, apply_training_threads
 from hfrelease.demo.tokenizer import ENDOFTEXT, save_tokenizer, train_tokenizer, vocabulary_texts
 from hfrelease.demo.training import Progress, TrainingPlan, encode_corpus, save_model, token_ids, train_model
 from hfrelease.errors import EnvironmentProblem
@@ -259,11 +260,10 @@ def tasks_dir(out_dir: Path) -> Path:
 
 
 def _train_artifacts(work: Path, *, seed: int, say: Callable[[str], None]) -> None:
-    import torch
     from transformers import AutoTokenizer
 
-    # Training uses every core; the build is meant to run alone (never beside a vLLM server).
-    torch.set_num_threads(os.cpu_count() or 1)
+    # One thread, waiting passively: fastest for these tiny models and robust to a busy machine (threads.py).
+    say(f"training on {apply_training_threads()} thread(s) ({THREADS_VARIABLE} to change)")
     corpus = data.training_corpus()
     tok_dir = work / "tokenizer"
     say("training the byte-level BPE tokenizer")
@@ -310,6 +310,7 @@ def _train_draft(reference_dir: Path, out: Path, training: Path, *, seed: int, s
 
     from hfrelease.demo import draft_training
 
+    apply_training_threads()  # also on the upgrade and previous-head paths, which train the draft alone
     tokenizer = AutoTokenizer.from_pretrained(str(reference_dir))
     ids = token_ids(tokenizer)
     train, held = draft_training.split_validation(encode_corpus(data.training_corpus(), tokenizer))
