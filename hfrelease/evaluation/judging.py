@@ -47,6 +47,8 @@ class GateRow:
     checks: tuple[tuple[str, Comparison], ...] = ()  # every check judged (accuracy, truncation, kl, flip_rate)
     # Runs merged (a gate with `seeds`): `value` is their mean, `n` the items, `truncated` / `empty` over all runs
     seeds: int = 1
+    # The path that measured it ("AVX2, vLLM _C_AVX2 kernels"; hfrelease.serving.kernels); None when unrecorded.
+    served_on: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {k: v for k, v in self.__dict__.items() if k not in ("comparison", "checks")}
@@ -110,8 +112,46 @@ def judge(
                 value=float("nan") if value.value is None else value.value, stderr=value.stderr, n=value.n,
                 truncated=value.truncated, empty=value.empty, mode=gate.mode, verdict=judged.verdict,
                 reason=judged.reason, comparison=judged.comparison, checks=judged.checks, seeds=value.seeds,
+                served_on=served_on(records[0].hardware),
             ))
     return rows
+
+
+# What a maintainer can do about a failing gate, by the check that failed: a verdict is only as good as the
+# variation it has seen (prompts, items, the host's kernels), so the first two answers are about that.
+_ADVICE = {
+    "kl": ("if the interval is wide, score more prompts (the gate's prompt file) or longer continuations "
+           "(max_tokens); if the quant passes on another ISA or GPU, measure on every path it will be served on "
+           "and set max_kl / max_flip_rate from those figures with headroom; else the quant itself drifts: "
+           "re-quantize (another scheme, or keep more layers unquantized with `ignore`)"),
+    "accuracy": ("if the interval is wide, give the gate more items (a larger task, or no `limit`) or seeds; set "
+                 "`margin` from measured spread, not a guess; else the artifact lost quality: a better quant or "
+                 "checkpoint"),
+    "truncation": "raise max_tokens if answers are cut; an artifact that loops more than its reference has drifted",
+}
+_ADVICE["flip_rate"] = _ADVICE["kl"]
+
+
+def failure_advice(row: GateRow) -> str | None:
+    """For a failing row, one line: where it was measured, and what to do about the check that failed."""
+    if row.verdict != "fail":
+        return None
+    failed = next((name for name, c in row.checks if c.verdict == "fail"), None)
+    where = f" on {row.served_on}" if row.served_on else ""
+    advice = _ADVICE.get(failed or "", "")
+    return f"{row.artifact_id} fails {row.label}{where}" + (f": {advice}" if advice else "")
+
+
+def served_on(hardware: Mapping[str, Any]) -> str | None:
+    """What a record's hardware says of the path that measured it: the GPUs, or the CPU's ISA and the vLLM
+    kernel library its server loaded (int8/FP8 numerics differ between them)."""
+    gpus = hardware.get("gpus")
+    if isinstance(gpus, list) and gpus:
+        return ", ".join(sorted({str(g.get("name")) for g in gpus if isinstance(g, dict)}))
+    isa, kernels = hardware.get("cpu_isa"), hardware.get("vllm_kernels")
+    parts = [str(isa).upper().replace("_", " with ") if isa and isa != "other" else "",
+             f"vLLM {'+'.join(map(str, kernels))} kernels" if isinstance(kernels, list) and kernels else ""]
+    return ", ".join(p for p in parts if p) or None
 
 
 def reference_record(

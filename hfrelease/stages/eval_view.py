@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from hfrelease.evaluation.judging import failure_advice
 from hfrelease.stages.view import Block, Cell, Styled, line, table
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ def gates_view(report: EvalReport) -> list[Block]:
     return [
         table("Gates", ("artifact", "gate", "mode", "value", "Δ vs reference [95% CI]", "n", "cut/empty", "verdict"),
               rows),
+        *(line(advice, wrap=True) for advice in map(failure_advice, report.rows) if advice),
         *(line(f"{load.artifact_id}: {load.summary()}") for load in report.loads),
         line(f"{report.servers_started} server(s) started, {report.requests_sent} requests sent; records in the "
              f"ledger; logs in {report.run_dir}", wrap=True),
