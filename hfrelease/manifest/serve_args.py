@@ -7,6 +7,13 @@ unambiguous prefix of an option (`--trust-remote` is `--trust-remote-code`, `--h
 `--config FILE`, so an argument is refused whenever its option name, spelt any of those ways, could be an
 option hfrelease owns. Where vLLM is installed, `hfrelease.serving.guard` then parses the exact command
 with vLLM's own parser and inspects the resulting namespace, which is the authority.
+
+What loads code is listed here, in one place, each with why: the `vllm serve` options that import, execute or
+read files the manifest does not declare (`CODE_OPTIONS`, the keys of JSON options in `CODE_KEYS`, and any other
+option or key whose name says it names a module, class, plugin, file or directory: `CODE_WORDS`), and the
+environment variables that make the server, or a program it starts, load code (`CODE_ENV`, `CODE_ENV_PREFIXES`).
+A family's own code reaches vLLM only as its plugin (`serve.plugin`), a package vLLM loads as a general plugin,
+which can register tool and reasoning parsers, logits processors and models itself.
 """
 
 from __future__ import annotations
@@ -43,6 +50,109 @@ OWNED_SHORT: Mapping[str, str] = {
     "-sc": OWNED_OPTIONS["--speculative-config"],
     "-h": "help exits instead of serving",
 }
+
+_USE_PLUGIN = "a family's own code reaches vLLM only as its plugin (serve.plugin)"
+_UNDECLARED = "hfrelease serves only the files the manifest declares"
+# vLLM options that import or run code, or read (or write) files the manifest does not declare, refused in
+# `args` whatever their value (read from vLLM 0.32's source: where each value ends up).
+CODE_OPTIONS: Mapping[str, str] = {
+    "--tool-parser-plugin": f"vLLM imports this Python file into the server: {_USE_PLUGIN}",
+    "--reasoning-parser-plugin": f"vLLM imports this Python file into the server: {_USE_PLUGIN}",
+    "--io-processor-plugin": f"activates an installed package's IO processor (its code) by name: {_USE_PLUGIN}",
+    "--middleware": f"vLLM imports each named object and runs it on every request: {_USE_PLUGIN}",
+    "--logits-processors": f"vLLM imports each qualified class name into the engine: {_USE_PLUGIN}",
+    "--worker-cls": f"vLLM imports this qualified class name into every worker: {_USE_PLUGIN}",
+    "--worker-extension-cls": f"vLLM imports this qualified class name into every worker: {_USE_PLUGIN}",
+    "--scheduler-cls": f"vLLM imports this qualified class name as the scheduler: {_USE_PLUGIN}",
+    "--model-class-overrides": f"registers a module:class of any package as the model's implementation: {_USE_PLUGIN}",
+    "--log-config-file": "vLLM hands the file to logging.config.dictConfig, which calls any callable it names",
+    "--tool-server": "connects the server to tool servers ('demo' starts a Python tool that runs model-written code)",
+    "--allowed-local-media-path": "lets any request read every file under this directory",
+    "--tokenizer": f"loads a tokenizer from another path or repo than the artifact: {_UNDECLARED}",
+    "--hf-config-path": f"loads the model config from another path or repo than the artifact: {_UNDECLARED}",
+    "--lora-modules": f"loads LoRA adapters from any path or repo: {_UNDECLARED}",
+    "--download-dir": "downloads (and loads back) weights in any directory",
+    "--mm-encoder-fp8-scale-path": f"reads scales from any file: {_UNDECLARED}",
+    "--mm-encoder-fp8-scale-save-path": "writes to any file",
+    "--ssl-keyfile": "reads a key file: hfrelease talks plain HTTP to its server on 127.0.0.1",
+    "--ssl-certfile": "reads a certificate file: hfrelease talks plain HTTP to its server on 127.0.0.1",
+    "--ssl-ca-certs": "reads a CA file: hfrelease talks plain HTTP to its server on 127.0.0.1",
+    "--kv-transfer-config": "its connector settings import modules named anywhere in them (kv_connector_module_path, "
+                            "spec_module_path, policy class names)",
+    "--ec-transfer-config": "its connector settings import a module named in them (ec_connector_module_path)",
+    "--ec-manager-config": "vLLM imports the encoder cache manager class it names",
+    "--weight-transfer-config": "receives weights from another process instead of the artifact's files",
+    "--kv-events-config": "publishes KV-cache events on a ZMQ endpoint (by default on every interface)",
+    "--model-loader-extra-config": "hands the weight loader settings that name files and URIs to load from",
+    "--additional-config": "hands platform plugins settings vLLM does not check",
+}
+# Options refused unless their value is one of these (vLLM's own implementations, the artifact's own files).
+ALLOWED_VALUES: Mapping[str, tuple[frozenset[object], str]] = {
+    "--model-impl": (frozenset({"auto", "vllm"}),
+                     "'transformers' (and 'terratorch') run modeling code the checkpoint names (its auto_map)"),
+    "--distributed-executor-backend": (frozenset({None, "mp", "uni"}),
+                                       "any other value is a qualified class name vLLM imports, or Ray's cluster"),
+    "--generation-config": (frozenset({"auto", "vllm"}),
+                            f"any other value is a directory vLLM reads the generation config from: {_UNDECLARED}"),
+    "--load-format": (frozenset({"auto", "hf", "safetensors", "pt", "fastsafetensors", "instanttensor", "mistral",
+                                 "npcache", "sharded_state", "dummy"}),
+                      "the other loaders read weights from elsewhere (tensorizer and Run:ai URIs, another process's "
+                      "IPC cache, a ModelExpress server) or come from a plugin"),
+}
+# Keys of JSON options refused at any depth, beyond those CODE_WORDS and the owned options name.
+CODE_KEYS: Mapping[str, Mapping[str, str]] = {
+    "--compilation-config": {
+        "backend": "a qualified name vLLM imports as the compile backend",
+        "inductor_passes": "qualified names vLLM imports as compiler passes (while parsing the arguments)",
+        "inductor_compile_config": "Inductor settings, among them the C++ compiler it runs",
+    },
+    "--hf-overrides": {"auto_map": "names the checkpoint's own modeling code (remote code)"},
+}
+# Words of an option's or a JSON key's name (split at '_' or '-') that say it names a module, class, plugin,
+# file or directory: such an option or key that is in none of the tables here is refused too, so an option a
+# later vLLM adds (`--foo-plugin`) is refused until someone reads what it does and lists it.
+CODE_WORDS = frozenset({
+    "plugin", "plugins", "module", "modules", "cls", "class", "qualname", "path", "paths", "file", "files", "dir",
+    "dirs", "folder", "middleware", "processors", "impl",
+})
+# Options whose names hold a CODE_WORDS word but which load no code and read no file.
+NOT_CODE: Mapping[str, str] = {
+    "--root-path": "a URL prefix, not a file path",
+    "--lora-target-modules": "names layers of the model, not Python modules",
+    "--max-lora-cls-labels": "a number of classification labels",
+    "--hf-overrides": "settings of the model config, judged key by key (CODE_KEYS)",
+}
+_TRUST_REMOTE_CODE = re.compile(r"trust.?remote.?code", re.I)
+
+
+def _words(name: str) -> set[str]:
+    return set(name.lower().strip("-").replace("-", "_").split("_"))
+
+
+def code_option_reason(option: str, value: object = None) -> str | None:
+    """Why `args` must not set vLLM's `option` (`--tool-parser-plugin`) to `value`, or None when they may."""
+    if option in CODE_OPTIONS:
+        return CODE_OPTIONS[option]
+    if option in ALLOWED_VALUES:
+        allowed, reason = ALLOWED_VALUES[option]
+        return None if value in allowed else reason
+    if option not in NOT_CODE and _words(option) & CODE_WORDS:
+        return "its name says it names a module, class, plugin, file or directory, which hfrelease does not load"
+    return None
+
+
+def code_key_reason(option: str, key: str, owned: frozenset[str]) -> str | None:
+    """Why a key of JSON option `option` (at any depth) must not be set from a manifest, or None."""
+    if _TRUST_REMOTE_CODE.fullmatch(key):
+        return OWNED_OPTIONS["--trust-remote-code"]
+    if key in owned:
+        return OWNED_OPTIONS.get("--" + key.replace("_", "-"), "hfrelease sets it")
+    if key in CODE_KEYS.get(option, {}):
+        return CODE_KEYS[option][key]
+    if _words(key) & CODE_WORDS:
+        return "its name says it names a module, class, plugin, file or directory, which hfrelease does not load"
+    return None
+
 
 # Words of an environment variable's name that mean it holds a credential. Wider than what redaction hides
 # (which must keep settings such as MAX_TOKENS visible in records): a manifest has no business holding any
@@ -90,6 +200,17 @@ def args_problems(args: Sequence[str]) -> list[str]:
             spelt = "" if written == owned else f" (vLLM reads {written!r} as {owned})"
             reason = OWNED_OPTIONS.get(owned) or OWNED_SHORT[owned]
             problems.append(f"args must not contain {owned}{spelt}: {reason}")
+            continue
+        code = [opt for opt in CODE_OPTIONS if opt.startswith(name)] if name.startswith("--") else []
+        if code:
+            written = arg.split("=", 1)[0]
+            spelt = "" if written == code[0] else f" (vLLM reads {written!r} as {code[0]})"
+            problems.append(f"args must not contain {code[0]}{spelt}: {CODE_OPTIONS[code[0]]}")
+    # A JSON option can carry trust_remote_code (`--hf-overrides '{"trust_remote_code": true}'`, or the dotted
+    # `--hf-overrides.trust_remote_code`): refused in any argument that mentions it.
+    if any(_TRUST_REMOTE_CODE.search(arg) and option_name(arg) not in OWNED_OPTIONS for arg in args):
+        problems.append("args must not mention trust_remote_code (in a JSON option either): "
+                        f"{OWNED_OPTIONS['--trust-remote-code']}")
     return problems
 
 

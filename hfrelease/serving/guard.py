@@ -9,7 +9,16 @@ occurrence of an option wins (so `--host 0.0.0.0` after hfrelease's own `--host 
 the server). The guard parses the command twice -- with and without the manifest's `args` -- and refuses
 the manifest when its `args` change any option hfrelease owns (host, port, remote code, API key and token,
 config file, model and served name, speculative decoding, the keys the manifest spells as its own keys), or
-when vLLM's parser refuses the command outright.
+when vLLM's parser refuses the command outright. It also refuses every option that loads code or reads files
+the manifest does not declare (`--tool-parser-plugin`, `--middleware`, `--logits-processors`, `--model-impl
+transformers`, `--allowed-local-media-path`, ...) and every key of a JSON option that does so or that names an
+owned option (`--hf-overrides '{"text_config": {"trust_remote_code": true}}'`), whichever spelling set it: the
+list, with why each is refused, is `hfrelease.manifest.serve_args` (`code_option_reason`, `code_key_reason`).
+
+vLLM's own conversion of a JSON config option builds its config object, and some import what they name while
+doing so (`--compilation-config '{"inductor_passes": {"p": "some.module.fn"}}'` imports `some.module` inside
+`parse_args`): the guard's parser reads those options as plain JSON objects instead, so parsing a manifest
+never runs anything it names.
 
 Where vLLM is not importable (a GitHub-hosted runner with only hfrelease installed), the guard cannot parse;
 the manifest's spelling-level check (`hfrelease.manifest.serve_args`, run on every load) still refuses every
@@ -20,14 +29,16 @@ command here first (`VllmServer.start`), because starting one needs vLLM install
 from __future__ import annotations
 
 import functools
+import json
 import logging
-from argparse import ArgumentParser, Namespace
-from collections.abc import Sequence
+import warnings
+from argparse import Action, ArgumentParser, ArgumentTypeError, Namespace
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from hfrelease.errors import ConfigError, ConfigProblem
 from hfrelease.manifest import Manifest
-from hfrelease.manifest.serve_args import OWNED_OPTIONS
+from hfrelease.manifest.serve_args import OWNED_OPTIONS, code_key_reason, code_option_reason
 from hfrelease.serving.command import ServeCommand, build_serve_command
 
 # Namespace attributes the manifest's `args` must leave as hfrelease's own flags set them.
@@ -77,8 +88,48 @@ def vllm_parser() -> ArgumentParser | None:
 
     top = GuardParser(prog="vllm")  # type: ignore[no-untyped-call]
     subparsers = top.add_subparsers(dest="subparser")
-    make_arg_parser(subparsers.add_parser("serve"))
+    serve = subparsers.add_parser("serve")
+    make_arg_parser(serve)
+    for action in serve_actions(top):
+        if _builds_config(action.type):
+            action.type = _json_object
     return top
+
+
+def serve_actions(parser: ArgumentParser) -> list[Action]:
+    """The actions of the `serve` subcommand of the guard's parser."""
+    sub = next(a for a in parser._actions if a.dest == "subparser")
+    choices: dict[str, ArgumentParser] = sub.choices  # type: ignore[assignment]
+    return list(choices["serve"]._actions)
+
+
+def _builds_config(convert: object) -> bool:
+    """Whether an argparse `type` is (or wraps) vLLM's conversion of JSON into a config object."""
+    if not callable(convert):
+        return False
+    if getattr(convert, "__name__", "") == "parse_dataclass":
+        return True
+    cells = getattr(convert, "__closure__", None) or ()
+    return any(_builds_config(cell.cell_contents) for cell in cells if callable(cell.cell_contents))
+
+
+def _json_object(value: str) -> dict[str, Any] | None:
+    """A JSON config option's value as the object it spells (vLLM's empty and 'None' mean unset)."""
+    if value in ("", "None"):
+        return None
+    try:
+        from vllm.engine.arg_utils import _expand_json_human_readable_numbers  # '80m' inside the JSON
+
+        value = _expand_json_human_readable_numbers(value)
+    except ImportError:
+        pass
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise ArgumentTypeError("not a JSON object")
+    return parsed
 
 
 def available() -> bool:
@@ -92,7 +143,9 @@ def _parse(parser: ArgumentParser, argv: Sequence[str]) -> Namespace:
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        return parser.parse_args(list(argv))
+        with warnings.catch_warnings():  # and warns of deprecated options (--log-config-file)
+            warnings.simplefilter("ignore")
+            return parser.parse_args(list(argv))
     except _Refused:
         raise
     except Exception as exc:  # vLLM's own checks raise ValueError/TypeError from inside parse_args
@@ -131,7 +184,59 @@ def command_problems(command: ServeCommand) -> list[str]:
             problems.append(f"args change vLLM's {dest}{change}: {_advice(dest)}")
     if full.host is not None and full.host not in LOOPBACK:
         problems.append(f"vLLM would listen on {full.host}: hfrelease serves on 127.0.0.1 only")
+    return problems + _code_problems(parser, base, full)
+
+
+def _code_problems(parser: ArgumentParser, base: Namespace, full: Namespace) -> list[str]:
+    """The options the manifest's args set that load code or read undeclared files, and such keys of the JSON
+    options they set, at any depth."""
+    problems: list[str] = []
+    owned = frozenset(OWNED_DESTS)
+    for action in serve_actions(parser):
+        dest = action.dest
+        if dest in owned or not action.option_strings or not hasattr(full, dest):
+            continue
+        after = getattr(full, dest)
+        if after == getattr(base, dest, None):
+            continue
+        option = _long_name(action)
+        reason = code_option_reason(option, after)
+        if reason:
+            problems.append(f"args set vLLM's {option}: {reason}")
+            continue
+        if isinstance(after, str) and dest == "hf_overrides":
+            problems.append(f"args set vLLM's {option} to a string: it takes a JSON object of config settings")
+        for path, key in _keys(after):
+            why = code_key_reason(option, key, owned)
+            if why:
+                problems.append(f"args set {path!r} of vLLM's {option}: {why}")
     return problems
+
+
+def _long_name(action: Action) -> str:
+    """The option's canonical spelling (`--compilation-config`, not `-cc`)."""
+    return next((o for o in action.option_strings if o.startswith("--") and not o.startswith("--no-")),
+                action.option_strings[0])
+
+
+def _keys(value: object) -> Iterator[tuple[str, str]]:
+    """(dotted path, key) of every key of a JSON value at any depth, lists included (walked without recursion:
+    a JSON argument can nest deeper than Python's stack)."""
+    stack: list[tuple[str, object]] = [("", value)]
+    while stack:
+        prefix, node = stack.pop()
+        pairs: list[tuple[object, object]]
+        if isinstance(node, dict):
+            pairs = list(node.items())
+        elif isinstance(node, list):
+            pairs = list(enumerate(node))
+        else:
+            continue
+        for key, child in pairs:
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(key, str):
+                yield path, key
+            stack.append((path, child))
 
 
 def _advice(dest: str) -> str:

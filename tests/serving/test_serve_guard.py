@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from hfrelease.errors import ConfigError, ExitCode
 from hfrelease.manifest import Manifest
 from hfrelease.manifest.loading import validate_manifest
+from hfrelease.manifest.serve_args import ALLOWED_VALUES, CODE_KEYS, CODE_OPTIONS, CODE_WORDS, NOT_CODE
 from hfrelease.serving.command import ServeCommand, build_serve_command
-from hfrelease.serving.guard import LOOPBACK, command_problems, manifest_problems, vllm_parser
+from hfrelease.serving.guard import LOOPBACK, command_problems, manifest_problems, serve_actions, vllm_parser
 from hfrelease.serving.process import VllmServer
 from tests.manifest.test_manifest_fuzz import VALID
 
@@ -73,6 +74,25 @@ def test_owned_options_are_refused_however_spelt(args: list[str]) -> None:
 
 
 @pytest.mark.parametrize(
+    "args",
+    [
+        ["--tool-parser-plugin", "parsers/evil.py"],  # it loaded a Python file into the server (issue 28)
+        ["--tool-parser-p=parsers/evil.py"],  # an argparse prefix
+        ["--middleware", "evil.mw"],
+        ["--logits_processors", "evil.Processor"],
+        ["--worker-extension-cls", "evil.Ext"],
+        ["--allowed-local-media-path", "/"],
+        ["--hf-overrides", '{"text_config": {"trust_remote_code": true}}'],
+        ["--hf-overrides.trust_remote_code", "true"],
+    ],
+)
+def test_code_loading_options_are_refused_by_spelling(args: list[str]) -> None:
+    """Options that load code, and trust_remote_code inside a JSON option, are refused at load, without vLLM."""
+    found = problems_of(with_serve(args))
+    assert found and all(p.startswith("serve") for p in found), found
+
+
+@pytest.mark.parametrize(
     "env",
     [{"OPENAI_KEY": "x"}, {"hf_tok": "y"}, {"Github_Token": "z"}, {"DB_PASSWORD": "p"},
      {"NOTE": "hf_" + "A1b2C3d4E5f6G7h8I9j0"}, {"NOTE": "Bearer abcdefghijklmnop"}],
@@ -119,6 +139,102 @@ def test_harmless_args_pass_the_parser() -> None:
 
 
 @needs_vllm
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        # The hostile-input sweep's cases (issue 28), which passed `hfrelease check`.
+        (["--hf-overrides", '{"text_config": {"trust_remote_code": true}}'], "text_config.trust_remote_code"),
+        (["--hf-overrides.trust_remote_code", "true"], "trust_remote_code"),
+        (["--tool-parser-plugin", "parsers/evil.py"], "--tool-parser-plugin"),
+        (["--middleware", "evil.mw"], "--middleware"),
+        (["--logits-processors", "evil.Processor"], "--logits-processors"),
+        (["--worker-extension-cls", "evil.Ext"], "--worker-extension-cls"),
+        (["--model-impl", "transformers"], "--model-impl"),
+        (["--allowed-local-media-path", "/"], "--allowed-local-media-path"),
+        # Spellings and JSON keys the same way.
+        (["--tool-parser-p", "parsers/evil.py"], "--tool-parser-plugin"),
+        (["--reasoning-parser-plugin", "evil.py"], "--reasoning-parser-plugin"),
+        (["--worker-cls", "evil.Worker"], "--worker-cls"),
+        (["--scheduler-cls", "evil.Scheduler"], "--scheduler-cls"),
+        (["--distributed-executor-backend", "evil.Executor"], "--distributed-executor-backend"),
+        (["--model-class-overrides", '{"LlamaForCausalLM": "evil:Model"}'], "--model-class-overrides"),
+        (["--log-config-file", "logging.json"], "--log-config-file"),
+        (["--logging-config.pylogging_config_file", "logging.json"], "pylogging_config_file"),
+        (["-cc.backend", "evil.backend"], "backend"),
+        (["--compilation-config", '{"inductor_compile_config": {"cpp.cxx": "/tmp/cc"}}'], "inductor_compile_config"),
+        (["--structured-outputs-config.reasoning_parser_plugin", "evil.py"], "reasoning_parser_plugin"),
+        (["--kv-transfer-config", '{"kv_connector": "X", "kv_role": "kv_both"}'], "--kv-transfer-config"),
+        (["--tokenizer", "/etc"], "--tokenizer"),
+        (["--generation-config", "/etc"], "--generation-config"),
+        (["--hf-overrides", "not-json"], "JSON object"),
+    ],
+)
+def test_code_loading_options_are_refused_by_the_parser(args: list[str], words: str) -> None:
+    """Every option that imports, runs or reads code or undeclared files is refused, as vLLM's parser reads it."""
+    found = command_problems(command(args))
+    assert found and any(words in p for p in found), found
+
+
+@needs_vllm
+def test_harmless_json_and_value_options_pass() -> None:
+    """Settings that load nothing pass: JSON options without code keys, vLLM's own implementations."""
+    args = ["--model-impl", "vllm", "-cc", '{"cudagraph_capture_sizes": [1, 2]}', "--hf-overrides",
+            '{"rope_theta": 10000}', "--max-num-batched-tokens", "1k", "--limit-mm-per-prompt", '{"image": 0}',
+            "--generation-config", "vllm", "--chat-template", "template.jinja", "--load-format", "safetensors"]
+    assert command_problems(command(args)) == []
+
+
+@needs_vllm
+def test_parsing_imports_nothing_a_json_option_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's own conversion of --compilation-config imports its inductor_passes while parsing; the guard's does
+    not, and refuses them."""
+    import sys
+
+    (tmp_path / "hfrelease_guard_probe.py").write_text("def apply(graph):\n    return graph\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = command_problems(command(["--compilation-config",
+                                      '{"inductor_passes": {"p": "hfrelease_guard_probe.apply"}}']))
+    assert "hfrelease_guard_probe" not in sys.modules
+    assert found and any("inductor_passes" in p for p in found), found
+
+
+@needs_vllm
+def test_every_option_that_names_code_is_listed() -> None:
+    """The refused set is derived from vLLM's parser: every option whose name says it names a module, class,
+    plugin, file or directory is listed (refused, refused but for some values, or judged harmless), every listed
+    option exists in this vLLM, and no option is converted into a config object while the guard parses."""
+    parser = vllm_parser()
+    assert parser is not None
+    options = {o for a in serve_actions(parser) for o in a.option_strings if o.startswith("--")}
+    named = {o for o in options if set(o[2:].replace("-", "_").split("_")) & CODE_WORDS and not o.startswith("--no-")}
+    listed = {*CODE_OPTIONS, *ALLOWED_VALUES, *NOT_CODE}
+    assert named <= listed, sorted(named - listed)
+    assert {*listed, *CODE_KEYS} <= options, sorted({*listed, *CODE_KEYS} - options)
+    assert not [a.dest for a in serve_actions(parser) if getattr(a.type, "__name__", "") == "parse_dataclass"]
+
+
+@needs_vllm
+def test_check_refuses_a_code_option_at_its_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`hfrelease check` exits 3 on an artifact's --model-impl transformers, named at artifact[1].serve.args."""
+    import shutil
+
+    import tomli_w
+
+    from hfrelease.cli import main
+
+    family = tmp_path / "family"
+    shutil.copytree(FAMILY, family)
+    data = with_serve()
+    data["artifact"][1].setdefault("serve", {})["args"] = ["--model-impl", "transformers", "-cc.backend", "evil.b"]
+    (family / "release.toml").write_text(tomli_w.dumps(data))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["check", str(family), "--no-preflight"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == ExitCode.CONFIG, err
+    assert "artifact[1].serve.args" in err and "--model-impl" in err and "backend" in err
+
+
+@needs_vllm
 def test_server_start_is_refused_before_anything_runs(tmp_path: Path) -> None:
     """VllmServer.start parses the exact command first: a bad one exits 3 and starts nothing."""
     def popen(*args: Any, **kwargs: Any) -> Any:
@@ -156,8 +272,11 @@ _options = st.sampled_from([
     "--served-model-name", "--model", "--speculative-config", "-sc", "--spec-method", "--hf-token",
     "--enforce-eager", "--max-num-seqs", "--dtype", "--seed", "--tokenizer-mode", "--disable-log-stats",
     "--", "-h", "--help",
+    "--tool-parser-plugin", "--tool-parser", "--middleware", "--model-impl", "--hf-overrides", "--hf-overrides.x",
+    "--logits-processors",
 ])
-_values = st.sampled_from([ANY, "::", "127.0.0.1", "8001", "true", "x", "serve.yaml", "{}", "auto", "4"])
+_values = st.sampled_from([ANY, "::", "127.0.0.1", "8001", "true", "x", "serve.yaml", "{}", "auto", "4",
+                           "transformers", "vllm", '{"trust_remote_code": true}', '{"a": {"trust_remote_code": 1}}'])
 _arg = st.one_of(
     _options,
     _values,
@@ -185,7 +304,7 @@ def test_no_accepted_manifest_serves_remote_code_or_off_loopback(
     family_args: list[str], artifact_args: list[str], trust: bool | None
 ) -> None:
     """Property: whatever the args, an accepted manifest serves remote code only with trust_remote_code = true,
-    and only on a loopback host."""
+    only on a loopback host, and loads no code the args name."""
     data = with_serve(family_args)
     if trust is not None:
         data["serve"]["trust_remote_code"] = trust
@@ -200,6 +319,9 @@ def test_no_accepted_manifest_serves_remote_code_or_off_loopback(
         assert namespace.trust_remote_code is (trust is True)
         assert namespace.host in LOOPBACK
         assert namespace.api_key is None and namespace.config is None
+        assert namespace.tool_parser_plugin == "" and namespace.middleware == [] and not namespace.logits_processors
+        assert namespace.model_impl in ("auto", "vllm")
+        assert "trust_remote_code" not in json.dumps(namespace.hf_overrides)
 
 
 @needs_vllm
