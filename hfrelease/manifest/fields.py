@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from hfrelease.manifest.serve_args import env_problems
+from hfrelease.manifest.serve_args import env_name_problem, env_value_problem
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 # The Hub's own rule (huggingface_hub.utils.validate_repo_id) plus a mandatory namespace: every repo
@@ -84,15 +84,23 @@ def _relative_path(value: str) -> str:
     return value
 
 
-def _env(value: dict[str, str]) -> dict[str, str]:
-    bad = [k for k in value if not _ENV_NAME.match(k)]
-    if bad:
-        raise ValueError(f"not valid environment variable names: {', '.join(map(repr, bad))}")
-    # Credentials come from the environment or the token file at run time, never from a committed
-    # manifest (they would end up in ledger records and cards).
-    problems = env_problems(value)
-    if problems:
-        raise ValueError("; ".join(problems))
+def _env_name(value: str) -> str:
+    # Each name is judged on its own, so every bad one is reported at its place (`serve.env.PYTHONPATH`).
+    if not _ENV_NAME.match(value):
+        raise ValueError("not a valid name: environment variable names are letters, digits and '_', not starting "
+                         "with a digit")
+    # Credentials come from the environment or the token file at run time, never from a committed manifest
+    # (they would end up in ledger records and cards); variables that load code are refused with them.
+    problem = env_name_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _env_value(value: str) -> str:
+    problem = env_value_problem(value)
+    if problem:
+        raise ValueError(problem)
     return value
 
 
@@ -118,7 +126,7 @@ Slug = Annotated[str, AfterValidator(_slug)]
 RepoId = Annotated[str, AfterValidator(_repo_id)]
 HttpsUrl = Annotated[str, AfterValidator(_https_url)]
 RelPath = Annotated[str, AfterValidator(_relative_path)]
-EnvMap = Annotated[dict[str, str], AfterValidator(_env)]
+EnvMap = dict[Annotated[str, AfterValidator(_env_name)], Annotated[str, AfterValidator(_env_value)]]
 Version = Annotated[str, AfterValidator(_version)]
 Language = Annotated[str, AfterValidator(_language)]
 License = Annotated[str, AfterValidator(_license)]

@@ -160,9 +160,11 @@ def validate_manifest(
 
 
 def format_location(loc: tuple[int | str, ...]) -> str:
-    """('artifact', 2, 'serve', 'env') -> 'artifact[2].serve.env'."""
+    """('artifact', 2, 'serve', 'env') -> 'artifact[2].serve.env' (a table's key: 'serve.env.NAME')."""
     text = ""
     for part in loc:
+        if part == "[key]":  # pydantic's mark of a key (not its value) at fault: the key's place says it
+            continue
         if isinstance(part, int):
             text += f"[{part}]"
         else:

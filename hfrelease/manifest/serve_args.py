@@ -154,6 +154,74 @@ def code_key_reason(option: str, key: str, owned: frozenset[str]) -> str | None:
     return None
 
 
+_RUNS = "runs code the manifest does not declare"
+# Environment variables that make the vLLM server, or a program it starts (compilers, shells, the loader), load
+# code or read files the manifest does not declare, refused in `serve.env` (names compared in upper case). From
+# vLLM 0.32's envs.py, Python's, glibc's and the compilers' documentation.
+CODE_ENV: Mapping[str, str] = {
+    "VLLM_LOGGING_CONFIG_PATH": "vLLM hands the file to logging.config.dictConfig, which calls any callable it names",
+    "VLLM_PLUGINS": "chooses which installed vLLM plugins load: a family's own plugin is serve.plugin",
+    "VLLM_ALLOW_INSECURE_SERIALIZATION": "lets vLLM's processes unpickle what they exchange (unpickling runs code)",
+    "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "lets any request load LoRA adapters (and resolver plugins fetch them)",
+    "VLLM_LORA_RESOLVER_HF_REPO_LIST": "Hub repos LoRA adapters are downloaded from at request time",
+    "VLLM_HUMMING_ONLINE_QUANT_CONFIG": "a JSON string or a file vLLM reads",
+    "VLLM_HUMMING_INPUT_QUANT_CONFIG": "a JSON string or a file vLLM reads",
+    "VLLM_ASSETS_CACHE": "a directory vLLM reads downloaded assets back from",
+    "VLLM_MEDIA_CACHE": "a directory vLLM reads cached media back from",
+    "HF_HUB_CACHE": "the Hub cache models and remote code are loaded from",
+    "HUGGINGFACE_HUB_CACHE": "the Hub cache models and remote code are loaded from",
+    "TRANSFORMERS_CACHE": "the Hub cache models and remote code are loaded from",
+    "PYTHONPATH": "directories searched before the installed packages: any module can be replaced",
+    "PYTHONHOME": "another Python standard library",
+    "PYTHONSTARTUP": "a file Python runs when it starts interactively",
+    "PYTHONUSERBASE": "a user site directory, whose .pth files Python runs at start",
+    "PYTHONPYCACHEPREFIX": "a directory Python loads bytecode from instead of the sources'",
+    "PYTHONBREAKPOINT": "a callable Python imports and calls at breakpoint()",
+    "PYTHONWARNINGS": "warning filters, whose categories Python imports by module name",
+    "PYTHONINSPECT": "drops into an interactive interpreter at exit",
+    "PATH": f"chooses which executables run (compilers, ptxas, every command a shell runs): {_RUNS}",
+    "BASH_ENV": f"a file every non-interactive bash runs first: {_RUNS}",
+    "ENV": f"a file sh runs first: {_RUNS}",
+    "CC": "the C compiler Triton and torch's Inductor run",
+    "CXX": "the C++ compiler torch's Inductor runs",
+    "OMP_TOOL": "loads OpenMP tool libraries (OMP_TOOL_LIBRARIES)",
+    "GCONV_PATH": "glibc loads character-conversion modules from it",
+}
+# Prefixes of whole families of such variables.
+CODE_ENV_PREFIXES: Mapping[str, str] = {
+    "LD_": "the dynamic loader's settings: LD_PRELOAD, LD_LIBRARY_PATH and LD_AUDIT load libraries into every process",
+    "DYLD_": "the macOS dynamic loader's settings: they load libraries into every process",
+    "PYTHON": "Python reads it at start, and such variables name code to run or places to import from",
+}
+# Python settings that load nothing (kept working).
+_PYTHON_SETTINGS = frozenset({
+    "PYTHONHASHSEED", "PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONFAULTHANDLER", "PYTHONDONTWRITEBYTECODE",
+    "PYTHONUTF8", "PYTHONOPTIMIZE", "PYTHONNODEBUGRANGES", "PYTHONTRACEMALLOC", "PYTHONMALLOC",
+})
+# Words of a variable's name that say it names a file, directory, library or module to load or write to
+# (VLLM_NCCL_SO_PATH, VLLM_CACHE_ROOT, CUDA_HOME, TRITON_CACHE_DIR, HF_MODULES_CACHE, NCCL_NET_PLUGIN,
+# OMP_TOOL_LIBRARIES): refused too, so a variable a later vLLM adds is refused until someone lists it.
+CODE_ENV_WORDS = frozenset({
+    "PATH", "PATHS", "DIR", "DIRS", "FILE", "FOLDER", "ROOT", "HOME", "PLUGIN", "PLUGINS", "MODULE", "MODULES",
+    "CLS", "CLASS", "QUALNAME", "PRELOAD", "LIBRARY", "LIBRARIES", "SO",
+})
+
+
+def code_env_reason(name: str) -> str | None:
+    """Why `serve.env` must not set `name` (it loads code or reads undeclared files), or None when it may."""
+    upper = name.upper()
+    if upper in CODE_ENV:
+        return CODE_ENV[upper]
+    if upper in _PYTHON_SETTINGS:
+        return None
+    prefix = next((p for p in CODE_ENV_PREFIXES if upper.startswith(p)), None)
+    if prefix is not None:
+        return CODE_ENV_PREFIXES[prefix]
+    if set(upper.split("_")) & CODE_ENV_WORDS:
+        return "its name says it names a file, directory, library or module, which the server would load from"
+    return None
+
+
 # Words of an environment variable's name that mean it holds a credential. Wider than what redaction hides
 # (which must keep settings such as MAX_TOKENS visible in records): a manifest has no business holding any
 # of these, so OPENAI_KEY, hf_tok or DB_PASS are refused too.
@@ -223,19 +291,16 @@ def secret_name(name: str) -> bool:
     return bool(words & _SECRET_WORDS) or bool(_SECRET_INFIX.search(upper))
 
 
-def env_problems(env: Mapping[str, str]) -> list[str]:
-    """Why some of `env` may not be set from a manifest: credential-like names or token-shaped values."""
-    problems: list[str] = []
-    names = [k for k in env if secret_name(k)]
-    if names:
-        problems.append(
-            f"{', '.join(names)} {'looks like a secret' if len(names) == 1 else 'look like secrets'}: "
-            "never put credentials in the manifest; export them where hfrelease runs"
-        )
-    shaped = [k for k, v in env.items() if k not in names and token_shaped(v)]
-    if shaped:
-        problems.append(
-            f"the value of {', '.join(shaped)} looks like a token: never put credentials in the manifest; "
-            "export them where hfrelease runs"
-        )
-    return problems
+def env_name_problem(name: str) -> str | None:
+    """Why `serve.env` must not set the variable `name`: it looks like a credential, or it runs code."""
+    if secret_name(name):
+        return "looks like a secret: never put credentials in the manifest; export them where hfrelease runs"
+    reason = code_env_reason(name)
+    return f"runs code or reads undeclared files ({reason}): serve.env holds settings only" if reason else None
+
+
+def env_value_problem(value: str) -> str | None:
+    """Why `serve.env` must not hold `value` (never echoed): it looks like a token."""
+    if token_shaped(value):
+        return "the value looks like a token: never put credentials in the manifest; export them where hfrelease runs"
+    return None

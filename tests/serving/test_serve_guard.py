@@ -104,6 +104,40 @@ def test_secret_env_names_and_values_are_refused(env: dict[str, str]) -> None:
     assert not any(v in p for p in found for v in env.values() if len(v) > 1)  # never echoed
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["VLLM_LOGGING_CONFIG_PATH", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "LD_PRELOAD", "LD_LIBRARY_PATH",
+     "LD_AUDIT", "VLLM_PLUGINS", "VLLM_ALLOW_INSECURE_SERIALIZATION", "VLLM_ALLOW_RUNTIME_LORA_UPDATING",
+     "VLLM_NCCL_SO_PATH", "VLLM_RUST_FRONTEND_PATH", "VLLM_CACHE_ROOT", "VLLM_TUNED_CONFIG_FOLDER", "CUDA_HOME",
+     "HF_MODULES_CACHE", "TRITON_CACHE_DIR", "NCCL_NET_PLUGIN", "OMP_TOOL_LIBRARIES", "PATH", "BASH_ENV", "CXX",
+     "PYTHONWARNINGS", "PYTHONBREAKPOINT", "ld_preload"],
+)
+def test_env_that_runs_code_is_refused_at_its_place(name: str) -> None:
+    """A serve.env variable that makes the server load code or read undeclared files is refused (exit 3), named at
+    its place in the family's table and in an artifact's."""
+    found = problems_of(with_serve(env={name: "x"}))
+    assert found and all(p.startswith(f"serve.env.{name}: runs code") for p in found), found
+    data = with_serve()
+    data["artifact"][1].setdefault("serve", {})["env"] = {name: "x"}
+    found = problems_of(data)
+    assert found and all(p.startswith(f"artifact[1].serve.env.{name}: runs code") for p in found), found
+
+
+def test_every_env_problem_is_reported_at_once() -> None:
+    """Several bad variables in one table: each at its own place, code and credentials alike."""
+    env = {"PYTHONPATH": "src", "LD_PRELOAD": "x.so", "OPENAI_KEY": "x", "VLLM_ATTENTION_BACKEND": "TRITON_ATTN"}
+    places = {p.split(":", 1)[0] for p in problems_of(with_serve(env=env))}
+    assert places == {"serve.env.PYTHONPATH", "serve.env.LD_PRELOAD", "serve.env.OPENAI_KEY"}
+
+
+def test_settings_that_load_nothing_are_kept() -> None:
+    """vLLM's, OpenMP's and Python's plain settings pass."""
+    env = {"VLLM_ATTENTION_BACKEND": "TRITON_ATTN", "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "2",
+           "PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1", "VLLM_DISABLE_COMPILE_CACHE": "1",
+           "VLLM_ENABLE_STARTUP_PLAN": "0", "VLLM_LOGGING_LEVEL": "DEBUG"}
+    assert problems_of(with_serve(env=env)) == []
+
+
 def test_vllm_settings_with_token_in_their_name_are_kept() -> None:
     """vLLM's own settings that mention tokens are not mistaken for secrets."""
     env = {"VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE": "1", "TOKENIZERS_PARALLELISM": "false",
