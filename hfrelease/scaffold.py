@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hfrelease.errors import ConfigError, ConfigProblem, UsageError
+from hfrelease.errors import ConfigProblem, UsageError
 from hfrelease.manifest import MANIFEST_NAME, load_manifest
 from hfrelease.manifest.fields import repo_id_problem
 from hfrelease.release.workflows import WorkflowSpec, refuse_existing, repository_root, write_workflows
@@ -102,12 +102,21 @@ def directory_problems(directory: Path, relative_manifest: str = "") -> list[Con
             for name in bad]
 
 
+def _usage_error(problems: list[ConfigProblem]) -> UsageError:
+    """What init says when its arguments cannot be used: every problem at once, exit 2 (nothing was written)."""
+    count = len(problems)
+    lines = "\n".join(f"  - {p.render()}" for p in problems)
+    return UsageError(f"hfrelease init: {count} problem{'s' if count != 1 else ''} in the arguments:\n{lines}",
+                      hint="Fix the arguments named above and run `hfrelease init` again; nothing was written.")
+
+
 def scaffold_family(
     directory: Path, spec: FamilySpec, *, force: bool = False, github: WorkflowSpec | None = None
 ) -> list[Path]:
     """Create `directory` with release.toml, sections/, results/, prompts/ and checkpoints/; return the files.
 
-    Refuses to overwrite an existing release.toml unless `force`. The written manifest is loaded back
+    Refuses (`UsageError`, exit 2, every problem at once) bad arguments, `github` outside a git repository, and
+    to overwrite an existing release.toml unless `force`. The written manifest is loaded back
     before returning, so a scaffold that `hfrelease check` would reject is never left behind. With
     `github`, also the GitHub Actions workflows at the repository's root (`hfrelease.release.workflows`); its
     `manifest` is replaced by the new release.toml's path from that root.
@@ -124,6 +133,13 @@ def scaffold_family(
             ConfigProblem(location="--owner", message=f"{spec.owner!r} is not a Hub user or organization name")
         )
     root = repository_root(directory)
+    if github is not None and not (root / ".git").exists():
+        # Without a repository there is no root for .github/ (and no origin to install from): say so, alone.
+        problems.append(ConfigProblem(
+            location="--github",
+            message=f"{directory} is not inside a git repository: the workflows go to .github/ at the "
+                    "repository's root, and there is none (run `git init` there first, or leave out --github)"))
+        github = None
     relative = (directory.resolve() / MANIFEST_NAME).relative_to(root).as_posix() if github is not None else ""
     problems += directory_problems(directory, relative)
     if github is not None:
@@ -132,7 +148,7 @@ def scaffold_family(
         problems += [p for p in github.problems()
                      if (p.location != "--install" or not install_problems) and p.location != "manifest"]
     if problems:
-        raise ConfigError("hfrelease init", problems)
+        raise _usage_error(problems)
     manifest = directory / MANIFEST_NAME
     if manifest.exists() and not force:
         raise UsageError(f"{manifest} already exists", hint="Pass --force to overwrite it.")

@@ -119,9 +119,20 @@ def test_init_rejects_bad_values(tmp_path: Path, cli: CliRun) -> None:
     """Bad init options are all named at once, before anything is written."""
     code, _, err = cli(
         ["init", str(tmp_path / "f"), "--name", "Bad Name", "--base-model", "https://x/y", "--owner", "me"])
-    assert code == ExitCode.CONFIG
-    assert "--name" in err and "--base-model" in err
+    assert code == ExitCode.USAGE  # the command line is wrong, not a manifest: no "run check again"
+    assert "--name" in err and "--base-model" in err and "hfrelease check" not in err
     assert not (tmp_path / "f").exists()
+
+
+def test_init_github_outside_a_git_repository_refuses(tmp_path: Path, cli: CliRun) -> None:
+    """`init --github` with no git repository above DIRECTORY says so (exit 2) and writes nothing, neither the
+    family nor a `.github/` inside it."""
+    target = tmp_path / "mymodel"
+    code, _, err = cli(["init", str(target), "--name", "mymodel", "--base-model", "acme/My-7B", "--owner", "me",
+                        "--github", "--install", "git+https://github.com/acme/hfrelease@" + "a" * 40])
+    assert code == ExitCode.USAGE, err
+    assert "--github" in " ".join(err.split()) and "not inside a git repository" in " ".join(err.split())
+    assert not target.exists() and not (tmp_path / ".github").exists()
 
 
 def test_unknown_option_is_usage_error(cli: CliRun) -> None:

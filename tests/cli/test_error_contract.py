@@ -56,8 +56,10 @@ CASES: dict[str, Case] = {
     "check: a FIFO as manifest": (ExitCode.CONFIG, lambda p: ["check", _fifo(p), "--no-preflight"]),
     "check --cards before any render": (ExitCode.MEASUREMENT_FAILED, lambda p: ["check", str(p.f), "--cards"]),
     # init
-    "init: a bad family id": (ExitCode.CONFIG, lambda p: ["init", str(p.tmp / "new"), "--name", "Bad Name",
-                                                          "--base-model", "a/b", "--owner", "me"]),
+    "init: a bad family id": (ExitCode.USAGE, lambda p: ["init", str(p.tmp / "new"), "--name", "Bad Name",
+                                                         "--base-model", "a/b", "--owner", "me"]),
+    "init --github: outside a git repository": (ExitCode.USAGE, lambda p: [
+        "init", str(p.tmp / "new"), "--name", "x", "--base-model", "a/b", "--owner", "me", "--github"]),
     "init: into a file": (ExitCode.USAGE, lambda p: ["init", str(p.file), "--name", "x", "--base-model", "a/b",
                                                      "--owner", "me"]),
     # demo

@@ -59,7 +59,7 @@ def test_init_refuses_unsafe_directory_names(
     (tmp_path / ".git").mkdir()
     code, _, err = cli(["init", str(tmp_path / "model_cards" / name), "--name", "mymodel", "--base-model",
                         "acme/My-7B", "--owner", "acme", "--github", "--install", INSTALL])
-    assert code == ExitCode.CONFIG, err
+    assert code == ExitCode.USAGE, err
     assert "not a plain directory name" in err
     assert not (tmp_path / ".github").exists()
     assert not (tmp_path / "model_cards" / name / "release.toml").exists()
@@ -72,7 +72,7 @@ def test_init_refuses_unsafe_parent_directories_with_github(
     (tmp_path / ".git").mkdir()
     code, _, err = cli(["init", str(tmp_path / "cards${{ github.token }}" / "mymodel"), "--name", "mymodel",
                         "--base-model", "acme/My-7B", "--owner", "acme", "--github", "--install", INSTALL])
-    assert code == ExitCode.CONFIG, err
+    assert code == ExitCode.USAGE, err
     assert not (tmp_path / ".github").exists()
 
 

@@ -265,10 +265,10 @@ def test_init_github_without_a_known_origin_asks_for_install(tmp_path: Path, cli
     (tmp_path / ".git").mkdir()
     args = ["init", str(tmp_path / "fam"), "--name", "fam", "--base-model", "a/b", "--owner", "me", "--github"]
     code, _, err = cli(args)
-    assert code == ExitCode.CONFIG and "--install" in err and "not on PyPI" in err
+    assert code == ExitCode.USAGE and "--install" in err and "not on PyPI" in err
     assert not (tmp_path / ".github").exists()
     code, _, err = cli([*args, "--install", "hfrelease==0.1.0"])
-    assert code == ExitCode.CONFIG and "not published there" in err
+    assert code == ExitCode.USAGE and "not published there" in err
     install = f"git+https://github.com/acme/hfrelease@{SHA}"
     code, _, err = cli([*args, "--install", install])
     assert code == 0, err
