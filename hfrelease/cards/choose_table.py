@@ -121,9 +121,11 @@ class ChooseTable(Summary):
         if gates is not None and gates["measured"] and not gates["passed"]:
             return Markdown("avoid: draft gates fail")
         target = other.draft.target
-        measured = [(w, best) for w in self.manifest.workload if (best := self.speed.best(target, w.id)) is not None]
-        won = [escape_markdown(w.label or w.id) for w, best in measured
-               if best.entry.record.draft_artifact_id == other.id]
+        measured = [(w, v) for w in self.manifest.workload if (v := self.speed.verdict(target, w.id)) is not None]
+        # Only a clear win counts (`BestVerdict`): the Speed section says "not a clear win" of the others.
+        won = [escape_markdown(w.label or w.id) for w, v in measured
+               if v.clear and v.point.entry.record.draft_artifact_id == other.id]
+        unclear = [w for w, v in measured if not v.clear and v.point.entry.record.draft_artifact_id == other.id]
         # Several labels spelled out made the demo's table wider than the Hub's column (two of its workloads:
         # 103 characters, three: 104); the draft's headline and speed tables name them. Counts in words: a
         # digit in a measured block must trace to a record (the card lint), and a count is not a measurement.
@@ -133,6 +135,8 @@ class ChooseTable(Summary):
             return Markdown(f"{_count(len(won))} of {_count(len(measured))} workloads")
         if won:
             return Markdown(won[0])
+        if unclear:
+            return Markdown("no clear win yet")
         return Markdown("no workload yet: slower")
 
     def memory(self, artifact: Artifact) -> tuple[Markdown, Markdown]:

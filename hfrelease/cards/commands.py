@@ -54,16 +54,22 @@ def serving_context(manifest: Manifest, measured: FamilyMeasurements, artifact: 
     else:
         server = artifact
         configs, notes = [], {}
+        won: dict[str, tuple[list[str], list[str]]] = {}
         for workload in manifest.workload:
-            best = measured.best_batch1(artifact.id, workload.id)
-            if best is None or (best.speculative != NONE and best.baseline is None):
-                continue  # never "best" without the no-speculation point it has to beat (context._View.best)
-            label = workload.label or workload.id
+            verdict = measured.best_verdict(artifact.id, workload.id)
+            if verdict is None or (verdict.point.speculative != NONE and verdict.point.baseline is None):
+                continue  # never "best" without the no-speculation point it has to beat (SpeedTables.best)
+            best = verdict.point
             if best.speculative not in configs:
                 configs.append(best.speculative)
-                notes[best.speculative] = f"best batch-1 config for {label}"
-            else:
-                notes[best.speculative] += f", {label}"
+            clear_or_not = won.setdefault(best.speculative, ([], []))
+            clear_or_not[0 if verdict.clear else 1].append(workload.label or workload.id)
+        # The Speed section's verdict in words: "best" only for a clear win (`BestVerdict`), never two verdicts.
+        for spec_id, (clear, unclear) in won.items():
+            said = [f"best batch-1 config for {', '.join(clear)}"] if clear else []
+            if unclear:
+                said.append(f"fastest batch-1 config for {', '.join(unclear)}, not a clear win (see Speed)")
+            notes[spec_id] = "; ".join(said)
         if NONE not in configs:
             configs.append(NONE)
             notes[NONE] = "without speculation" + ("" if len(configs) > 1 else " (no speed measurement yet)")

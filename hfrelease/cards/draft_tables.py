@@ -6,7 +6,7 @@ A draft serves inside its target's server, so its figures are its target's speed
 
 from __future__ import annotations
 
-from hfrelease.cards.measurements import NONE
+from hfrelease.cards.measurements import NONE, SpeedPoint
 from hfrelease.cards.numbers import fixed
 from hfrelease.cards.speed_tables import SpeedTables
 from hfrelease.cards.text import Markdown, code_span, escape_markdown
@@ -36,12 +36,13 @@ class DraftTables:
             if not mine:
                 continue
             label = escape_markdown(workload.label or workload.id)
-            best = self.speed.best(target.id, workload.id)
+            verdict = self.speed.verdict(target.id, workload.id)
+            best = verdict.point if verdict is not None else None
             point = mine[0]
-            if best is not None and best.entry.name == point.entry.name:
+            if verdict is not None and best is not None and best.entry.name == point.entry.name:
                 lines.append(Markdown(f"{label}: fastest config on {escape_markdown(target.id)}, "
                                       f"{self.speed.tps(point)} tok/s batch-1, {self.speed.speedup(point)} over no "
-                                      "speculation"))
+                                      "speculation" + ("" if verdict.clear else f"; {self.speed.not_clear(verdict)}")))
             elif best is None:
                 lines.append(Markdown(f"{label}: not ranked (no batch-1 point without speculation on "
                                       f"{escape_markdown(target.id)} to compare with)"))
@@ -76,7 +77,9 @@ class DraftTables:
             order = {a.id: i for i, a in enumerate(self.manifest.artifact)}
             points.sort(key=lambda p: (order[p.artifact_id], p.speculative))
             paying = [p for p in points if p.speedup is not None and p.speedup > 1.0]
-            best = max(paying, key=lambda p: p.speedup or 0.0, default=None)
+            caveats = {p.entry.name: self._caveat(p) for p in paying}
+            best = max((p for p in paying if caveats[p.entry.name] is None), key=lambda p: p.speedup or 0.0,
+                       default=None)
             rows = [{"target": self.view.name(self.manifest.artifact_by_id(p.artifact_id), short=True),
                      "config": code_span(p.speculative),
                      "mal": self.speed.metric(p, "spec_mean_acceptance_length", 2, "mean acceptance length"),
@@ -85,13 +88,33 @@ class DraftTables:
                                           f"{p.workload.id} on {p.artifact_id}, {p.speculative}", fixed(v, 2),
                                           [p.entry]) for i, v in p.positions()) or "n/a"),
                      "speedup": self.speed.speedup(p),
-                     "pairing": Markdown("**recommended**" if p is best else "pays" if p in paying else
+                     "pairing": Markdown("**recommended**" if p is best else
+                                         f"pays; {caveats[p.entry.name]}" if caveats.get(p.entry.name) else
+                                         "pays" if p in paying else
                                          "no speedup measured" if p.speedup is None else "slower than none")}
                     for p in points]
             tables.append({"workload": escape_markdown(workload.label or workload.id),
                            "concurrency": min(workload.concurrency), "rows": rows})
         return {"draft": True, "measured": bool(tables), "tables": tables, "links": None,
                 "trained": escape_markdown(artifact.draft.target)}
+
+    def _caveat(self, p: SpeedPoint) -> str | None:
+        """Why a paying pairing is not recommended, or None: the reference served alone (no speculation) is
+        faster, or another config is faster on the same target there, or the target's speed verdict says it
+        is not a clear win (one verdict per workload and config on every card)."""
+        reference = self.measured.speed.get((self.manifest.reference.id, p.workload.id, NONE, p.concurrency))
+        if reference is None:
+            return "the reference alone not measured"
+        if reference.throughput >= p.throughput:
+            return "the reference alone is faster"
+        rivals = [q for q in self.measured.points(artifact_id=p.artifact_id, workload_id=p.workload.id)
+                  if q.concurrency == p.concurrency and q.speculative != p.speculative and q.throughput > p.throughput]
+        if rivals:
+            return f"{code_span(max(rivals, key=lambda q: q.throughput).speculative)} is faster on it"
+        verdict = self.speed.verdict(p.artifact_id, p.workload.id) if p.concurrency == 1 else None
+        if verdict is not None and verdict.point.entry.name == p.entry.name and not verdict.clear:
+            return "not a clear win"
+        return None
 
     def acceptance(self, artifact: Artifact) -> Context:
         if artifact.kind == "draft":

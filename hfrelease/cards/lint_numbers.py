@@ -1,6 +1,6 @@
 """The lint's rules that hold what a card claims as measured to the ledger: every number in a measured
 block is in the card's number provenance list and, re-derived from the ledger, gives that value; a quant
-card states its decode speed against the reference where the ledger can; every serve command it prints
+card states its output throughput against the reference where the ledger can; every serve command it prints
 as measured is a recorded measurement's command.
 """
 
@@ -31,12 +31,12 @@ def expected_numbers(inputs: CardInputs) -> dict[str, dict[str, str]]:
 
 def speed_vs_reference(manifest: Manifest, card: CardText, table: dict[str, tuple[str, list[str]]],
                         expected: dict[str, str]) -> list[str]:
-    """A quant card states its decode speed over the reference's wherever the ledger holds both points
+    """A quant card states its output throughput over the reference's wherever the ledger holds both points
     without speculation: a card rendered before those records (its family table "not measured") is stale."""
     if manifest.artifact_by_id(card.artifact_id).kind != "quant":
         return []
     prefix = re.compile(rf"^speed\.([^.]+)\.{re.escape(card.artifact_id)}\.none\.c\d+\.vs_reference$")
-    return [f"{card.path}: states no decode speed against the reference on workload {m.group(1)!r}, though the "
+    return [f"{card.path}: states no output throughput against the reference on workload {m.group(1)!r}, though the "
             f"ledger holds both points without speculation ({number_id} = {value}): re-render the card"
             for number_id, value in expected.items() if (m := prefix.match(number_id)) and number_id not in table]
 

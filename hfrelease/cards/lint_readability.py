@@ -21,7 +21,7 @@ from hfrelease.manifest import Manifest
 MAX_TABLE_WIDTH = 100
 _MARKUP = re.compile(r"\[([^\]]*)\]\([^)]*\)|\*\*|`+|\\(?=[^\w\s])|<br>")
 _SPEEDUP = re.compile(r"(\d+\.\d+)\u00d7")
-_RANGE = re.compile(r"\(\d+(?:\.\d+)?\u2013\d+(?:\.\d+)?\)|\(1 run\)")
+_RANGE = re.compile(r"\(\d+(?:\.\d+)?\u2013\d+(?:\.\d+)?\)|\(n = 1\)")
 _ZERO_WIDTH = re.compile(r"(?<![\w.])([+-]?\d+(?:\.\d+)?) to \1(?![\w.])")
 
 
@@ -129,7 +129,7 @@ def best_agreement(manifest: Manifest, cards: list[CardText]) -> list[str]:
     for card in cards:
         artifact = manifest.artifact_by_id(card.artifact_id)
         server = artifact.draft.target if artifact.draft is not None else artifact.id
-        for label, best in re.findall(r"^### (.+)\n\n[^\n]*best config: `([^`]+)`", card.text, re.M):
+        for label, best in re.findall(r"^### (.+)\n\n[^\n]*(?:best|fastest) config: `([^`]+)`", card.text, re.M):
             other = seen.setdefault((server, label), (best, str(card.path)))
             if other[0] != best:
                 problems.append(f"{card.path}: calls `{best}` the best config for {label} on {server}, "

@@ -10,6 +10,10 @@ mixes measurements of different weights or shows a stale number:
 - The best batch-1 config of a workload is the one a "speed-best" record chose (`hfrelease eval --speed`
   records it, see `hfrelease.speed.best_record`) when that record was derived from exactly the batch-1
   speed records shown; otherwise (older ledgers, points measured since) it is computed from them.
+- That fastest config is a *clear* win (`BestVerdict`) only when its record says `clear` (computed alike:
+  its repeats do not overlap the runner-up's) and it is slower than no other config at any other measured
+  point of the workload: each concurrency, each input length of its context sweep. Otherwise every card
+  says "not a clear win" and where it loses, from this one verdict.
 - Verdicts and deltas are `hfrelease.evaluation.verdict.gate_verdict`'s (the paired bootstrap with the
   gate's own seed), so a card shows exactly the verdict and interval `hfrelease eval` and the release judged.
 """
@@ -102,6 +106,32 @@ class SpeedPoint:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Loss:
+    """A measured point of a workload where the fastest batch-1 config is slower than another config."""
+
+    faster: str  # the config faster there
+    mine: SpeedPoint  # the fastest batch-1 config's point there (its concurrency or input length says where)
+    theirs: SpeedPoint
+
+
+@dataclass(frozen=True, kw_only=True)
+class BestVerdict:
+    """The one verdict on the fastest batch-1 config of (artifact, workload) every card shows.
+
+    `clear` holds when its repeats do not overlap the runner-up's (the speed-best record's `clear`, or the
+    same rule computed here) and `losses` is empty: it is slower than no other config at any measured point
+    of the workload (other concurrencies, the context sweep's lengths)."""
+
+    point: SpeedPoint
+    overlaps: str | None  # the runner-up whose repeats overlap its own, when they do
+    losses: tuple[Loss, ...]
+
+    @property
+    def clear(self) -> bool:
+        return self.overlaps is None and not self.losses
+
+
+@dataclass(frozen=True, kw_only=True)
 class FamilyMeasurements:
     """The records behind a family's cards, selected and compared once for all of its cards."""
 
@@ -140,6 +170,52 @@ class FamilyMeasurements:
                 if chosen:
                     return chosen[0]
         return max(batch1, key=lambda p: p.throughput, default=None)
+
+    def best_verdict(self, artifact_id: str, workload_id: str) -> BestVerdict | None:
+        """`best_batch1`'s point with whether it is a clear win and, when not, where it loses (`BestVerdict`)."""
+        best = self.best_batch1(artifact_id, workload_id)
+        if best is None:
+            return None
+        points = self.points(artifact_id=artifact_id, workload_id=workload_id)
+        batch1 = [p for p in points if p.concurrency == 1 and p.speculative != best.speculative]
+        runner_up = max(batch1, key=lambda p: p.throughput, default=None)
+        overlaps = None
+        recorded = [e for e in self.recorded_best.get((artifact_id, workload_id), ())
+                    if e.record.extra.get("derived_from") == sorted(
+                        p.entry.record.input_key for p in points if p.concurrency == 1)]
+        if recorded and recorded[0].record.extra.get("clear") is False:
+            named = recorded[0].record.extra.get("runner_up")
+            overlaps = named if isinstance(named, str) else runner_up.speculative if runner_up else "another config"
+        elif not recorded and runner_up is not None and _overlap(best, runner_up):
+            overlaps = runner_up.speculative
+        losses: list[Loss] = []
+        grouped: dict[str, list[SpeedPoint]] = {}
+        for p in points:
+            if p.concurrency != 1:
+                grouped.setdefault(f"concurrency {p.concurrency}", []).append(p)
+        for p in sorted(self.sweep.values(), key=lambda p: (p.input_len or 0, p.speculative)):
+            if p.artifact_id == artifact_id and p.workload.id == workload_id:
+                grouped.setdefault(f"input {p.input_len} tokens", []).append(p)
+        for found in grouped.values():
+            mine = next((p for p in found if p.speculative == best.speculative), None)
+            faster = max((p for p in found if p is not mine), key=lambda p: p.throughput, default=None)
+            if mine is not None and faster is not None and faster.throughput > mine.throughput:
+                losses.append(Loss(faster=faster.speculative, mine=mine, theirs=faster))
+        return BestVerdict(point=best, overlaps=overlaps, losses=tuple(losses))
+
+
+def _overlap(a: SpeedPoint, b: SpeedPoint) -> bool:
+    """Whether the two points' repeats overlap (`hfrelease.speed.verdict`'s rule for a clear win)."""
+    def spread(p: SpeedPoint) -> tuple[float, float]:
+        pair = p.entry.record.extra.get("spread")
+        found = pair.get("output_throughput") if isinstance(pair, dict) else None
+        values = [float(v) for v in found if isinstance(v, int | float)] if isinstance(found, list) else []
+        if len(values) == 2:
+            return values[0], values[1]
+        return p.throughput, p.throughput
+
+    sa, sb = spread(a), spread(b)
+    return sa[0] <= sb[1] and sb[0] <= sa[1]
 
 
 def measure_family(inputs: CardInputs) -> FamilyMeasurements:

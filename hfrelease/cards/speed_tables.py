@@ -7,7 +7,9 @@ measures. Each number is registered as it is formatted, with the records it come
 
 from __future__ import annotations
 
-from hfrelease.cards.measurements import NONE, SpeedPoint
+from collections.abc import Sequence
+
+from hfrelease.cards.measurements import NONE, BestVerdict, SpeedPoint
 from hfrelease.cards.numbers import DASH, TIMES, fixed
 from hfrelease.cards.text import Markdown, code_span, escape_markdown
 from hfrelease.cards.view import CardView, Context
@@ -32,6 +34,34 @@ class SpeedTables:
             return None
         return best
 
+    def verdict(self, artifact_id: str, workload_id: str) -> BestVerdict | None:
+        """`best`'s point with the one verdict every card shows on it: a clear win, or not and where it loses."""
+        if self.best(artifact_id, workload_id) is None:
+            return None
+        return self.measured.best_verdict(artifact_id, workload_id)
+
+    def not_clear(self, verdict: BestVerdict) -> Markdown:
+        """Why a fastest config is not a clear win: "slower than `none` at input 128, 256 and 512 tokens",
+        "its batch-1 repeats overlap `draft`'s" (every point named is registered: headlines are measured blocks)."""
+        parts: list[str] = []
+        by_faster: dict[str, list[SpeedPoint]] = {}
+        for loss in verdict.losses:
+            by_faster.setdefault(loss.faster, []).append(loss.mine)
+        for faster, mine in by_faster.items():
+            places: list[str] = []
+            inputs = [self.numbers.add(f"{self.point_id(p)}.input_len", f"input tokens, {self._point_label(p)}",
+                                       str(p.input_len), [p.entry]) for p in mine if p.input_len]
+            concurrencies = [self.numbers.add(f"{self.point_id(p)}.concurrency", f"concurrency, {self._point_label(p)}",
+                                              str(p.concurrency), [p.entry]) for p in mine if not p.input_len]
+            if concurrencies:
+                places.append(f"concurrency {_and(concurrencies)}")
+            if inputs:
+                places.append(f"input {_and(inputs)} tokens")
+            parts.append(f"slower than {code_span(faster)} at {' and at '.join(places)}")
+        if verdict.overlaps:
+            parts.append(f"its batch-1 repeats overlap {code_span(verdict.overlaps)}'s")
+        return Markdown("not a clear win: " + "; ".join(parts))
+
     def reference_pair(self, artifact_id: str, workload_id: str) -> tuple[SpeedPoint, SpeedPoint] | None:
         """This artifact's and the reference's points without speculation on a workload, at the lowest
         concurrency both were measured at, or None when one of them is missing."""
@@ -54,7 +84,11 @@ class SpeedTables:
                  f"{p.workload.id}" + (f", concurrency {p.concurrency}" if p.concurrency != 1 else ""))
         value = self.numbers.add(base, label, fixed(p.throughput / ref.throughput, 2), [p.entry, ref.entry])
         mine, theirs = self._spread(p, "output_throughput"), self._spread(ref, "output_throughput")
-        if not spread or mine is None or theirs is None or theirs[0] <= 0:
+        if not spread:
+            return Markdown(f"{value}{TIMES}")
+        if (single := self.n_one(p, ref)) is not None:
+            return Markdown(f"{value}{TIMES} ({single})")
+        if mine is None or theirs is None or theirs[0] <= 0:
             return Markdown(f"{value}{TIMES}")
         low = self.numbers.add(f"{base}.min", f"{label}, lowest (slowest repeat / the reference's fastest)",
                                fixed(mine[0] / theirs[1], 2), [p.entry, ref.entry])
@@ -106,9 +140,7 @@ class SpeedTables:
         assert median is not None
         spread = self._spread(p, "output_throughput")
         if self._repeats(p) == 1:
-            # The count is a number in a measured block too: the lint holds every such number to a record.
-            runs = self.numbers.add(f"{self.point_id(p)}.repeats", f"repeats, {self._point_label(p)}", "1", [p.entry])
-            return Markdown(f"{median} ({runs} run)")
+            return Markdown(f"{median} ({self.n_one(p)})")
         if spread is None:
             return Markdown(f"{median} (spread not recorded)")
         low = self.numbers.add(f"{self.point_id(p)}.output_throughput.min",
@@ -117,6 +149,17 @@ class SpeedTables:
                                 f"output tok/s, fastest repeat, {self._point_label(p)}", fixed(spread[1], 1),
                                 [p.entry])
         return Markdown(f"{median} ({low}{DASH}{high})")
+
+    def n_one(self, *points: SpeedPoint) -> Markdown | None:
+        """"n = 1" for a figure one of whose points ran once, None when each ran several times: one repeat
+        has no range, and "1.69x (1.69-1.69)" would print one as if it had."""
+        single = next((p for p in points if self._repeats(p) == 1), None)
+        if single is None:
+            return None
+        # The count is a number in a measured block too: the lint holds every such number to a record.
+        runs = self.numbers.add(f"{self.point_id(single)}.repeats", f"repeats, {self._point_label(single)}", "1",
+                                [single.entry])
+        return Markdown(f"n = {runs}")
 
     def failed(self, p: SpeedPoint) -> Markdown:
         failed = p.entry.record.extra.get("failed")
@@ -133,6 +176,8 @@ class SpeedTables:
         label = (f"speedup of {p.speculative} over none, {p.workload.id} on {p.artifact_id}, "
                  f"concurrency {p.concurrency}" + (f", input {p.input_len} tokens" if p.input_len else ""))
         value = self.numbers.add(f"{self.point_id(p)}.speedup", label, fixed(p.speedup, 2), p.records)
+        if (single := self.n_one(p, p.baseline)) is not None:
+            return Markdown(f"{value}{TIMES} ({single})")
         mine, base = self._spread(p, "output_throughput"), self._spread(p.baseline, "output_throughput")
         if mine is None or base is None or base[0] <= 0:
             return Markdown(f"{value}{TIMES}")
@@ -142,13 +187,15 @@ class SpeedTables:
                                 "baseline repeat)", fixed(mine[1] / base[0], 2), p.records)
         return Markdown(f"{value}{TIMES} ({low}{DASH}{high})")
 
-    def _speed_row(self, p: SpeedPoint, best: SpeedPoint | None) -> Context:
+    def _speed_row(self, p: SpeedPoint, verdict: BestVerdict | None) -> Context:
+        best = verdict.point if verdict is not None else None
         return {"config": code_span(p.speculative), "artifact": escape_markdown(p.artifact_id),
                 "tps": self.tps(p), "speedup": self.speedup(p),
                 "itl": self.latency(p, "itl_median_ms", 2, "ITL median ms"),
                 "ttft": self.latency(p, "ttft_median_ms", 1, "TTFT median ms"),
                 "mal": self.metric(p, "spec_mean_acceptance_length", 2, "mean acceptance length"),
-                "best": best is not None and p.entry.name == best.entry.name}
+                "best": (None if best is None or p.entry.name != best.entry.name
+                         else "best" if verdict is not None and verdict.clear else "not a clear win")}
 
     def speed(self, artifact: Artifact) -> Context:
         workloads = []
@@ -160,12 +207,14 @@ class SpeedTables:
                 continue  # a workload this draft never served in says nothing about it
             if not points:
                 continue
-            best = self.best(server, workload.id)
-            rows = [self._speed_row(p, best) for p in points]
+            verdict = self.verdict(server, workload.id)
+            rows = [self._speed_row(p, verdict) for p in points]
             workloads.append({
                 "label": escape_markdown(workload.label or workload.id), "id": escape_markdown(workload.id),
                 "output_len": workload.output_len, "thinking": workload.thinking, "ignore_eos": workload.ignore_eos,
-                "rows": rows, "best": code_span(best.speculative) if best else None,
+                "rows": rows, "best": code_span(verdict.point.speculative) if verdict else None,
+                "clear_win": verdict is None or verdict.clear,
+                "not_clear": self.not_clear(verdict) if verdict is not None and not verdict.clear else None,
                 "bunched": any(r["itl"] == "n/a (bunched)" for r in rows),
             })
         return {"measured": bool(workloads), "workloads": workloads, "by_artifact": artifact.kind == "draft",
@@ -243,6 +292,11 @@ class SpeedTables:
                  self.numbers.add(f"{base}.drafted", f"drafted tokens, {what}", _count(drafted), entries),
                  self.numbers.add(f"{base}.rate", f"acceptance rate, {what}", fixed(accepted / drafted, 2), entries)]
         return Markdown(f"{parts[0]} accepted of {parts[1]} drafted tokens ({parts[2]})")
+
+
+def _and(items: Sequence[str]) -> str:
+    """"128", "128 and 256", "128, 256 and 512"."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def _bunched(p: SpeedPoint, name: str) -> bool:

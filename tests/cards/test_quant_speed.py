@@ -1,4 +1,4 @@
-"""A quant card states its decode speed over the reference's on the reference's workloads, with its range."""
+"""A quant card states its output throughput over the reference's on the reference's workloads, with its range."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hfrelease.cards.card_text import CardText
 TIMES, DASH = "\u00d7", "\u2013"
 
 
-def test_quant_headline_states_decode_speedup_over_the_reference(nanbeige: CardInputs) -> None:
+def test_quant_headline_states_output_throughput_over_the_reference(nanbeige: CardInputs) -> None:
     """fp8-dynamic (244 tok/s) over bf16 (170 tok/s) on each workload both ran without speculation: 1.44x,
     its range from the repeats' extremes (0.97 and 1.02 of the median in the synthetic ledger), every
     figure registered with both records."""
@@ -18,8 +18,8 @@ def test_quant_headline_states_decode_speedup_over_the_reference(nanbeige: CardI
     lines = [line for line in card.readme.splitlines() if "the reference's without speculation" in line]
     assert len(lines) == 2  # reasoning and long-document summarization; the load sweep ran on fp8 alone
     ratio, low, high = 244 / 170, 244 * 0.97 / (170 * 1.02), 244 * 1.02 / (170 * 0.97)
-    assert lines[0].startswith(f"- Reasoning (thinking on): decode {ratio:.2f}{TIMES} ({low:.2f}{DASH}{high:.2f}) "
-                               "the reference's without speculation, batch-1: 244.0 (")
+    assert lines[0].startswith(f"- Reasoning (thinking on): output throughput {ratio:.2f}{TIMES} "
+                               f"({low:.2f}{DASH}{high:.2f}) the reference's without speculation, batch-1: 244.0 (")
     numbers = {row.id: row for row in card.numbers}
     row = numbers["speed.reasoning.fp8-dynamic.none.c1.vs_reference"]
     assert row.text == f"{ratio:.2f}" and len(row.records) == 2
@@ -32,7 +32,7 @@ def test_quant_headline_states_decode_speedup_over_the_reference(nanbeige: CardI
 
 
 def test_reference_card_states_no_speedup_over_itself(nanbeige: CardInputs) -> None:
-    """The reference's card has no "the reference's" decode line; a draft's card neither."""
+    """The reference's card has no "the reference's" output throughput line; a draft's card neither."""
     family = render_family(nanbeige, plots=False, artifacts=["bf16", "eagle3"])
     for card in family.cards:
         assert "the reference's without speculation" not in card.readme, card.artifact_id
@@ -54,14 +54,14 @@ def test_slower_quant_is_stated_and_passes_the_lint(nanbeige: CardInputs) -> Non
                                                                    r.samples) for r in records),
                         sections=nanbeige.sections, files=nanbeige.files)
     card = render_family(inputs, plots=False, artifacts=["fp8-dynamic"]).card("fp8-dynamic")
-    assert f"decode 0.40{TIMES}" in card.readme
+    assert f"output throughput 0.40{TIMES}" in card.readme
     text = CardText(artifact_id="fp8-dynamic", path=manifest.root / "fp8-dynamic" / "README.md", text=card.readme)
     assert not [p for p in lint_cards(manifest, [text]) if "slower than no speculation" in p]
 
 
 def test_lint_finds_a_quant_card_rendered_before_its_speed_records(nanbeige: CardInputs) -> None:
     """A quant card rendered without speed records ("not measured"), linted against a ledger that holds the
-    quant's and the reference's points, is told it states no decode speed against the reference."""
+    quant's and the reference's points, is told it states no output throughput against the reference."""
     from card_fixtures import nanbeige_inputs
 
     stale = render_family(nanbeige_inputs(nanbeige.manifest, with_speed=False), plots=False,
@@ -70,8 +70,8 @@ def test_lint_finds_a_quant_card_rendered_before_its_speed_records(nanbeige: Car
     path = nanbeige.manifest.root / "fp8-dynamic" / "README.md"
     found = lint_cards(nanbeige.manifest, [CardText(artifact_id="fp8-dynamic", path=path, text=stale.readme)],
                        inputs=nanbeige)
-    mine = [p for p in found if "states no decode speed against the reference" in p]
+    mine = [p for p in found if "states no output throughput against the reference" in p]
     assert len(mine) == 2 and any("'reasoning'" in p for p in mine)
     again = lint_cards(nanbeige.manifest, [CardText(artifact_id="fp8-dynamic", path=path, text=fresh.readme)],
                        inputs=nanbeige)
-    assert not [p for p in again if "states no decode speed" in p]
+    assert not [p for p in again if "states no output throughput" in p]

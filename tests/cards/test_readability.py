@@ -210,11 +210,15 @@ def test_no_best_without_a_baseline(demo_inputs: CardInputs) -> None:
 
 
 def test_a_single_run_passes_the_lint(demo_inputs: CardInputs, tmp_path: Path) -> None:
-    """A speed point measured once says "(1 run)", and that count traces to its record like every number."""
+    """A speed point measured once says "(n = 1)", and that count traces to its record like every number; a
+    speedup over it prints no range either (issue 24: "1.69x (1.69-1.69)" showed one run as a spread)."""
     inputs = _edit_record(demo_inputs, "speed-longdoc-16007c357e19", {"extra": {"repeats": 1}})
     rendered = render_family(inputs)
     readme = rendered.card("reference").readme
-    assert "(1 run)" in readme.split("### Long-document copy")[1]
+    section = readme.split("### Long-document copy")[1].split("###")[0]
+    assert "368.9 (n = 1) | baseline |" in section
+    assert "| 2.14\u00d7 (n = 1) |" in section and "1.42\u00d7 (n = 1)" in section
+    assert "790.2 (658.8\u2013796.8)" in section  # the speculative point's own repeats keep their range
     apply_changes(plan_changes(rendered, tmp_path))
     cards, problems = read_cards(inputs.manifest, tmp_path)
     assert problems == [] and lint_cards(inputs.manifest, cards, inputs=inputs) == []
