@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from hfrelease.errors import UsageError
 
@@ -133,11 +134,25 @@ def hub_page_html(readme: str, *, repo: str, revision: str = "main") -> str:
     metadata, body = split_front_matter(readme)
     card = PreviewCard(artifact=repo, repo=repo, directory=Path(), metadata=metadata,
                        body_html=render_markdown(body, rewrite=hub_addresses(repo, revision)))
+    return _hub_page(repo, f'<article class="card">{card.body_html}</article>'
+                           f"<aside>{sidebar_html(card.metadata)}</aside>")
+
+
+def hub_files_page_html(repo: str, files: dict[str, int], *, revision: str) -> str:
+    """A repo's page on the built-in Hub when it has no README.md: it says so, and lists the files (path, size),
+    each linked to its download at `revision`."""
+    esc = html.escape
+    rows = "".join(f'<tr><td><a href="{esc(f"/{repo}/resolve/{revision}/{quote(path)}")}">{esc(path)}</a></td>'
+                   f"<td>{size:,} bytes</td></tr>" for path, size in sorted(files.items()))
+    return _hub_page(repo, f'<article class="card"><p>This repository has no model card (no README.md at '
+                           f"{esc(revision[:12])}).</p><h2>Files</h2><table><tbody>{rows}</tbody></table></article>")
+
+
+def _hub_page(repo: str, main: str) -> str:
     esc = html.escape
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(repo)}</title>'
             f"<style>{_STYLE}</style></head><body><header>{esc(repo)}</header>"
-            f'<main><article class="card">{card.body_html}</article>'
-            f"<aside>{sidebar_html(card.metadata)}</aside></main></body></html>\n")
+            f"<main>{main}</main></body></html>\n")
 
 
 def read_preview(manifest: Any) -> Preview:

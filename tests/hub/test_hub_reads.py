@@ -102,3 +102,17 @@ def test_hf_cli_downloads_a_tag(api: HfApi, populated: str, tmp_path: Path, cli_
     assert (target / "a" / "b" / "c.txt").read_bytes() == b"c"
     assert (target / "model.safetensors").read_bytes() == b"\0" * 64
     assert not (target / "later.txt").exists()
+
+
+def test_model_page_without_a_readme_is_a_page_listing_the_files(hub: HubServer, populated: str) -> None:
+    """A repo with no README.md still has a page (HTML, 200): it says there is no card and links each file;
+    a repo that does not exist stays a 404."""
+    page = get_session().get(f"{hub.url}/{populated}")
+    assert page.status_code == 200, page.text
+    assert page.headers["Content-Type"].startswith("text/html")
+    sha = page.headers["X-Repo-Commit"]
+    assert "no model card" in page.text
+    for path in ("config.json", "a/b/c.txt", "model.safetensors"):
+        assert f'href="/{populated}/resolve/{sha}/{path}"' in page.text
+    assert get_session().get(f"{hub.url}/{populated}/resolve/{sha}/a/b/c.txt").content == b"c"
+    assert get_session().get(f"{hub.url}/alice/nothing-here").status_code == 404

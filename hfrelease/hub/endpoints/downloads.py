@@ -45,14 +45,17 @@ class DownloadEndpoints(EndpointBase):
         return Response(status=status, headers=headers, file=body)
 
     def model_page(self, route: Route, request: Request) -> Response:
-        from hfrelease.preview import hub_page_html
+        from hfrelease.preview import hub_files_page_html, hub_page_html
 
         ref, _, commit = self._commit_at(route, route.args[0])
         entry = commit.files.get("README.md")
         if entry is None:
-            raise errors.entry_not_found("README.md", commit=commit.id)
-        readme = self.storage.objects.path(entry.sha256).read_text(encoding="utf-8", errors="replace")
-        body = hub_page_html(readme, repo=ref.repo_id, revision=commit.id).encode()
+            # Still a page, as the Hub shows one: no card, and the files there are.
+            files = {path: file.size for path, file in commit.files.items()}
+            body = hub_files_page_html(ref.repo_id, files, revision=commit.id).encode()
+        else:
+            readme = self.storage.objects.path(entry.sha256).read_text(encoding="utf-8", errors="replace")
+            body = hub_page_html(readme, repo=ref.repo_id, revision=commit.id).encode()
         return Response(headers={"Content-Type": "text/html; charset=utf-8", "X-Repo-Commit": commit.id}, body=body)
 
     def xet_token(self, route: Route, request: Request) -> Response:
