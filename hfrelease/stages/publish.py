@@ -54,6 +54,8 @@ class BundleReport:
 
     bundle: FamilyBundle
     written: tuple[Path, ...] = ()
+    unpublished: tuple[str, ...] = ()  # the selected artifacts left out by `publish = false`
+    selected: bool = False  # --artifact named some: "nothing to publish" speaks of them, not the family
 
     @property
     def exit_code(self) -> ExitCode:
@@ -63,6 +65,7 @@ class BundleReport:
         b = self.bundle
         return {
             "family": b.family, "version": b.version, "tag": b.tag, "bytes_hashed": b.bytes_hashed,
+            "unpublished": list(self.unpublished),
             "repos": [{
                 "artifact": r.artifact_id, "repo": r.repo, "weights_sha256": r.content_hash, "notes": list(r.notes),
                 "plugin_entry_points": list(r.plugin.entry_points) if r.plugin else [],
@@ -80,7 +83,8 @@ def bundle_stage(settings: BundleSettings, *, cache: HashCache | None = None) ->
     result = bundle_family(loaded, cache=cache, artifacts=artifacts)
     cache.save()
     written = tuple(write_bundle(result, settings.out)) if settings.out is not None else ()
-    return BundleReport(bundle=result, written=written)
+    unpublished = tuple(a.id for a in loaded.artifact if not a.publish and (not artifacts or a.id in artifacts))
+    return BundleReport(bundle=result, written=written, unpublished=unpublished, selected=bool(artifacts))
 
 
 @dataclass(frozen=True, kw_only=True)

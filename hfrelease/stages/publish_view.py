@@ -20,6 +20,10 @@ def bundle_view(report: BundleReport) -> list[Block]:
         view.append(table(f"{repo.repo} ({repo.artifact_id}) @ {result.tag}", ("path", "role", "bytes", "sha256"),
                           [(item.path, item.role, f"{item.size:,}", item.sha256[:16]) for item in repo.files]))
         view += [note(text) for text in repo.notes]
+    if not result.repos:
+        which = "the selected artifacts" if report.selected else "the family's artifacts"
+        view.append(note(f"nothing to publish: {which} ({', '.join(report.unpublished) or 'none'}) all have "
+                         "`publish = false` in release.toml, so no repo was bundled"))
     return view
 
 
