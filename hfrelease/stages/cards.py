@@ -149,13 +149,14 @@ class LintReport:
 
     checked: int
     problems: tuple[str, ...]
+    cards: tuple[Path, ...] = ()  # each card linted (its README.md)
 
     @property
     def exit_code(self) -> ExitCode:
         return ExitCode.CONFIG if self.problems else ExitCode.OK
 
     def as_dict(self) -> dict[str, Any]:
-        return {"checked": self.checked, "problems": list(self.problems)}
+        return {"checked": self.checked, "linted": [str(path) for path in self.cards], "problems": list(self.problems)}
 
 
 def lint_stage(manifest: Manifest, settings: LintSettings, *,
@@ -167,11 +168,12 @@ def lint_stage(manifest: Manifest, settings: LintSettings, *,
     from hfrelease.errors import HfreleaseError
 
     cards, problems = read_cards(manifest)
+    paths = tuple(card.path for card in cards)
     try:
         inputs = read_inputs(manifest)
     except HfreleaseError as exc:
-        return LintReport(checked=len(cards), problems=(*problems, f"ledger unreadable: {exc.message}"))
+        return LintReport(checked=len(cards), cards=paths, problems=(*problems, f"ledger unreadable: {exc.message}"))
     inputs = _with_changes(inputs, since=settings.since, hub=None, hub_root=None, announce=announce)
     problems += lint_cards(manifest, cards, inputs=inputs, today=datetime.now(UTC).date(),
                            max_age_days=settings.max_age_days)
-    return LintReport(checked=len(cards), problems=tuple(problems))
+    return LintReport(checked=len(cards), cards=paths, problems=tuple(problems))

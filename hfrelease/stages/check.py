@@ -16,6 +16,7 @@ from hfrelease.stages.view import Block, Styled, error_lines, line, note, table
 
 if TYPE_CHECKING:
     from hfrelease.manifest import Gate, Manifest
+    from hfrelease.stages.cards import LintReport
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +40,7 @@ class ManifestCheck:
     manifest: Manifest | None = None
     errors: tuple[tuple[str, str | None], ...] = ()  # (message, hint) per problem found
     notes: tuple[str, ...] = ()  # the preflight's
+    linted: str | None = None  # with --cards: which cards were linted, and the outcome
 
     @property
     def ok(self) -> bool:
@@ -94,6 +96,7 @@ def _check_one(path: Path, settings: CheckSettings, *, announce: Callable[[str],
                                                 "problems": _problems(exc.problems)}, errors=((exc.message, exc.hint),))
     summary, errors = summarize(manifest), list[tuple[str, str | None]]()
     notes: tuple[str, ...] = ()
+    linted = None
     # --cards lints what render made after eval (the render job, or after a publish): the preflight is
     # about what happens before eval, and its tag check would fail once the release is out.
     if settings.preflight and not settings.cards:
@@ -111,12 +114,23 @@ def _check_one(path: Path, settings: CheckSettings, *, announce: Callable[[str],
         lint = cards.lint_stage(manifest, cards.LintSettings(max_age_days=settings.max_age_days, since=settings.since),
                                 announce=announce)
         summary["cards"] = lint.as_dict()
+        linted = _linted(manifest, lint)
         if lint.problems:
             errors.append(("cards of " + manifest.family.name + " are not fit to publish:\n"
                            + "\n".join(f"  - {p}" for p in summary["cards"]["problems"]),
                            "Re-render with `hfrelease render` (never edit numbers by hand)."))
     return ManifestCheck(path=path, result={"manifest": str(path), "ok": not errors, **summary}, manifest=manifest,
-                         errors=tuple(errors), notes=tuple(notes))
+                         errors=tuple(errors), notes=tuple(notes), linted=linted)
+
+
+def _linted(manifest: Manifest, lint: LintReport) -> str:
+    """What `check --cards` linted: how many of the family's cards, which, and how it came out."""
+    names = ", ".join(str(p.relative_to(manifest.root)) if p.is_relative_to(manifest.root) else str(p)
+                      for p in lint.cards)
+    count, problems = len(lint.cards), len(lint.problems)
+    outcome = f"{problems} problem{'s' if problems != 1 else ''} (above)" if problems else "no problem"
+    return (f"linted {count} of {len(manifest.artifact)} card{'s' if len(manifest.artifact) != 1 else ''} of "
+            f"{manifest.family.name} against its ledger{f' ({names})' if names else ''}: {outcome}")
 
 
 def _validated(path: Path, *, announce: Callable[[str], None] | None) -> Manifest:
@@ -151,6 +165,8 @@ def manifest_view(check: ManifestCheck) -> list[Block]:
     """What `check` prints of one manifest: its problems and notes, then what it declares."""
     view: list[Block] = [block for message, hint in check.errors for block in error_lines(message, hint)]
     view += [note(text) for text in check.notes]
+    if check.linted is not None:
+        view.append(line(Styled("cards:", "bold"), f" {check.linted}", err=True, wrap=True))
     return view + (_declared(check.manifest, check.path) if check.manifest is not None else [])
 
 

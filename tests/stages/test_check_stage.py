@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -47,3 +48,26 @@ def test_the_closing_line_counts_valid_manifests_and_is_absent_on_a_problem(tmp_
     (closing,) = valid_view(CheckReport(checks=(ok, ok)))
     assert isinstance(closing, Line) and closing.parts[1] == " 2 manifests valid"
     assert valid_view(CheckReport(checks=(ok, bad))) == []
+
+
+def test_check_cards_says_which_cards_it_linted(fixture_family: Path, monkeypatch: pytest.MonkeyPatch,
+                                                cli: CliRun) -> None:
+    """`check --cards` names what it linted: how many of the family's cards, which, and the outcome; its
+    --json lists them."""
+    from hfrelease.stages import cards
+
+    paths = (fixture_family / "ref" / "README.md", fixture_family / "fp8" / "README.md")
+    clean = cards.LintReport(checked=2, problems=(), cards=paths)
+    monkeypatch.setattr(cards, "lint_stage", lambda manifest, settings, **_: clean)
+    code, _, err = cli(["check", "--cards", str(fixture_family)])
+    said = " ".join(err.split())
+    assert code == 0, err
+    assert "cards: linted 2 of 3 cards of" in said
+    assert "against its ledger (ref/README.md, fp8/README.md): no problem" in said
+    code, out, _ = cli(["check", "--cards", "--json", str(fixture_family)])
+    assert json.loads(out)["cards"]["linted"] == [str(p) for p in paths]
+    stale = cards.LintReport(checked=1, problems=("a card is stale",), cards=paths[:1])
+    monkeypatch.setattr(cards, "lint_stage", lambda manifest, settings, **_: stale)
+    code, _, err = cli(["check", "--cards", str(fixture_family)])
+    assert code == ExitCode.CONFIG
+    assert "linted 1 of 3 cards of" in " ".join(err.split()) and ": 1 problem (above)" in " ".join(err.split())
