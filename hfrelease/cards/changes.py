@@ -11,7 +11,7 @@ from __future__ import annotations
 from hfrelease.cards.inputs import RecordEntry, entry_for
 from hfrelease.cards.numbers import NumberRegistry
 from hfrelease.cards.text import Markdown, escape_markdown
-from hfrelease.compare.report import changed_text, format_delta, format_value, metric_label, what
+from hfrelease.compare.report import changed_text, format_delta, format_value, metric_label, resampled, what
 from hfrelease.compare.rows import ComparedRow, FamilyComparison
 from hfrelease.manifest import Artifact
 
@@ -41,9 +41,9 @@ def changes_context(comparison: FamilyComparison | None, numbers: NumberRegistry
                               format_delta(row, row.ci_low), [old, new])
             high = numbers.add(f"{number}.high", f"{label}, change since {comparison.old_label}, 95 % CI high",
                                format_delta(row, row.ci_high), [old, new])
-            kind = "paired" if row.method == "paired-bootstrap" else "unpaired"
+            kind = resampled(row, short=True)  # what it resamples: items (paired or not), or one session's repeats
             if low == high:  # "+0.0 to +0.0" reads like a bug; say why the interval has no width
-                agree = "every pair agrees" if kind == "paired" else "every resample equal"
+                agree = "every pair agrees" if row.method == "paired-bootstrap" else "every resample equal"
                 change = Markdown(f"{change} ({agree}, {kind})")
             else:
                 change = Markdown(f"{change} ({low} to {high}, {kind})")

@@ -42,10 +42,10 @@ def compare(
       previous   the family's newest release tag on the Hub but the manifest's own (see README)
 
     Rows pair by what they measure (gate x mode x artifact; workload x config x artifact); each shows the
-    difference NEW - OLD with a 95 % interval (paired bootstrap on the same items, else unpaired) and a
-    verdict, and the inputs that changed between the two records. Exit 2 for a side that is not a
-    readable ledger (unknown tag, unreadable ref, not a ledger, two families), 6 for a damaged record,
-    7 when the Hub fails.
+    difference NEW - OLD with a 95 % interval that names what it resamples (a gate's items, paired when both
+    sides scored the same ones; a speed row's repeats, each side's from one server session) and a verdict,
+    and the inputs that changed between the two records. Exit 2 for a side that is not a readable ledger
+    (unknown tag, unreadable ref, not a ledger, two families), 6 for a damaged record, 7 when the Hub fails.
     """
     from hfrelease.cli.output import err_console, print_json, show
     from hfrelease.compare import comparison_json, comparison_markdown

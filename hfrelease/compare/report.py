@@ -51,11 +51,23 @@ def format_delta(row: ComparedRow, value: float) -> str:
     return f"{100 * value:+.1f}" if _is_fraction_metric(row) else f"{value:+.2f}"
 
 
+def resampled(row: ComparedRow, *, short: bool = False) -> str:
+    """What a row's interval resamples, as every interval printed says: a gate's items (paired when both sides
+    scored the same ones), a speed row's repeats, each side's from one server session (a record's repeats ran
+    back to back on one server, so the interval holds no term for what varies between sessions). `short`: the
+    words a card's narrow Changes table uses, its intro spelling them out."""
+    if row.kind == "speed":
+        return "repeats" if short else "repeats of one session"  # each side's resampled on its own
+    if row.method == "paired-bootstrap":
+        return "paired items" if short else "paired over items"
+    return "items" if short else "unpaired over items"
+
+
 def format_interval(row: ComparedRow) -> str:
     if row.ci_low is None or row.ci_high is None:
-        return "no interval"
-    kind = "paired" if row.method == "paired-bootstrap" else "unpaired"
-    return f"{format_delta(row, row.ci_low)} to {format_delta(row, row.ci_high)} ({kind})"
+        # A speed record of one repeat has nothing to resample: say so rather than a range of one value.
+        return "no interval (n = 1)" if row.kind == "speed" and 1 in (row.n_old, row.n_new) else "no interval"
+    return f"{format_delta(row, row.ci_low)} to {format_delta(row, row.ci_high)} ({resampled(row)})"
 
 
 def metric_label(row: ComparedRow) -> str:
@@ -86,8 +98,9 @@ def comparison_markdown(comparison: FamilyComparison, *, heading: str | None = N
     if comparison.rows:
         lines += [
             f"Each row compares {comparison.old_label} with {comparison.new_label} on the same measurement; "
-            "the interval is 95 % (paired bootstrap on the same items, else unpaired bootstrap), and "
-            "\"within noise\" means it includes no change.",
+            "the interval is 95 %: a gate's by a bootstrap over its items (paired when both sides scored the same "
+            "items), a speed row's over each side's repeats, all run in one server session (no term for what varies "
+            "between sessions); \"within noise\" means it includes no change.",
             "",
             "| measurement | artifact | metric | before | now | change | 95 % interval | verdict |",
             "| --- | --- | --- | ---: | ---: | ---: | --- | --- |",

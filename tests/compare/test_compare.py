@@ -151,6 +151,27 @@ def test_missing_raw_repeats_give_no_interval(tmp_path: Path) -> None:
     assert row.ci_low is None and row.verdict == "no interval" and row.delta == 20.0
 
 
+def test_every_interval_says_what_it_resamples(two_ledgers: tuple[Path, Path], tmp_path: Path) -> None:
+    """Issue 24: each printed interval names its resampling unit (a gate's items, paired or not; a speed row's
+    repeats, each side's from one server session), and a speed record of one repeat says "n = 1", never a range."""
+    from hfrelease.compare.report import format_interval
+
+    old, new = two_ledgers
+    comparison = compare_family(str(old), str(new), manifest=None)
+    rows = {(r.subject, r.artifact, r.metric): r for r in comparison.rows}
+    assert format_interval(rows[("arith", "q0", "exact_match,answer")]).endswith(" (paired over items)")
+    for metric in ("output_throughput", "spec_acceptance_rate"):
+        assert format_interval(rows[("chat", "ref", metric)]).endswith(" (repeats of one session)")
+    markdown = comparison_markdown(comparison)
+    assert "(paired over items) | better |" in markdown
+    assert "(repeats of one session) | better |" in markdown
+    write_speed(write_ledger(tmp_path / "a"), throughputs=(100.0,))
+    write_speed(write_ledger(tmp_path / "b"), throughputs=(120.0,), draft_weights="d2")
+    (row,) = [r for r in compare_family(str(tmp_path / "a"), str(tmp_path / "b"), manifest=None).rows
+              if r.metric == "output_throughput"]
+    assert format_interval(row) == "no interval (n = 1)" and row.verdict == "no interval"
+
+
 def _fail(old: str, new: str, manifest: Manifest | None = None) -> HfreleaseError:
     with pytest.raises(HfreleaseError) as info:
         compare_family(old, new, manifest=manifest)

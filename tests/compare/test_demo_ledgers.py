@@ -150,9 +150,13 @@ def test_compare_markdown_of_the_demos_two_releases_prints_each_rows_numbers(cli
         assert cells[3:6] == [f"{scale * row['old']:.{digits}f}", f"{scale * row['new']:.{digits}f}",
                               f"{scale * row['delta']:+.{digits}f}"]
         if row["ci_low"] is not None:
-            assert cells[6].startswith(f"{scale * row['ci_low']:+.{digits}f} to {scale * row['ci_high']:+.{digits}f}")
-        else:
-            assert cells[6] == "no interval"
+            # Every interval says what it resamples (issue 24): a speed row's repeats, one session each side.
+            over = ("repeats of one session" if row["kind"] == "speed" else
+                    "paired over items" if row["method"] == "paired-bootstrap" else "unpaired over items")
+            assert cells[6] == f"{scale * row['ci_low']:+.{digits}f} to {scale * row['ci_high']:+.{digits}f} ({over})"
+        else:  # one repeat: "n = 1", never a range of one value
+            one = row["kind"] == "speed" and 1 in (row["n_old"], row["n_new"])
+            assert cells[6] == ("no interval (n = 1)" if one else "no interval")
     only_new = next(line for line in markdown.splitlines() if line.startswith(f"Only in {NEW}: "))
     assert only_new.count(" of ") == len(data["only_new"])
     assert not data["only_old"] or f"Only in {OLD}: " in markdown
