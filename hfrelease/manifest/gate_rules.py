@@ -12,7 +12,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from hfrelease.errors import ConfigProblem
+from hfrelease.errors import ConfigError, ConfigProblem
+from hfrelease.manifest.input_files import InputFileError, read_input_text
 
 # Keys that mean something only on a fidelity gate, and keys a fidelity gate has no use for (it has no
 # lm-eval metric, accuracy margin or floor: `max_kl` / `max_flip_rate` judge it).
@@ -139,15 +140,14 @@ def check_prompt_sets(data: Mapping[str, Any], root: Path) -> list[ConfigProblem
         if not isinstance(value, str) or not value or "\x00" in value:
             continue  # the schema reports it
         where = f"gate[{index}].fidelity"
-        path = root / value
         try:
-            text = path.read_text(encoding="utf-8")
+            text = _read_prompt_text(root / value)
         except FileNotFoundError:
             problems.append(ConfigProblem(location=where,
                                           message=f"file {value!r} does not exist (relative to {root})"))
             continue
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(ConfigProblem(location=where, message=f"cannot read {value!r}: {exc}"))
+        except InputFileError as exc:
+            problems.append(ConfigProblem(location=where, message=f"{value}: {exc}"))
             continue
         problems += [ConfigProblem(location=f"{where}:{line}", message=f"{value}: {message}")
                      for line, message in prompt_set_problems(text)]
@@ -187,7 +187,19 @@ def prompt_set_problems(text: str) -> list[tuple[int, str]]:
     return problems
 
 
+def _read_prompt_text(path: Path) -> str:
+    """A prompt set's text: a regular file of at most MAX_INPUT_BYTES (never /dev/zero or a FIFO)."""
+    return read_input_text(path, what="a prompt set", expected="a JSONL file of at most "
+                           f"{MAX_PROMPTS} prompts")
+
+
 def read_prompt_set(path: Path) -> list[tuple[str, str]]:
-    """(id, prompt) of each line of a prompt set `check_prompt_sets` accepted, in file order."""
-    items = (json.loads(raw) for raw in path.read_text(encoding="utf-8").splitlines() if raw.strip())
+    """(id, prompt) of each line of a prompt set `check_prompt_sets` accepted, in file order; ConfigError (exit 3)
+    when the file is no longer one it could accept (replaced by a device or a larger file since)."""
+    try:
+        text = _read_prompt_text(path)
+    except (FileNotFoundError, InputFileError) as exc:
+        message = str(exc) if isinstance(exc, InputFileError) else "the prompt set does not exist"
+        raise ConfigError(str(path), [ConfigProblem(location="", message=message)]) from None
+    items = (json.loads(raw) for raw in text.splitlines() if raw.strip())
     return [(str(item["id"]), str(item["prompt"])) for item in items]

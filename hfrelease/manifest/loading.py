@@ -7,8 +7,6 @@ file (`artifact[2].serve.env`) and, for a misspelt key, the key that was probabl
 
 from __future__ import annotations
 
-import os
-import stat
 import tomllib
 import types
 import typing
@@ -20,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from hfrelease.errors import ConfigError, ConfigProblem
 from hfrelease.manifest.gate_rules import check_gate_concurrency, check_gate_kinds, check_gate_seeds, check_prompt_sets
+from hfrelease.manifest.input_files import InputFileError, read_bounded
 from hfrelease.manifest.model import Manifest
 from hfrelease.manifest.references import check_paths, check_references, check_repo_ids, suggest
 
@@ -65,40 +64,17 @@ def load_manifest(path: Path, *, check_files: bool = True) -> Manifest:
 def read_manifest_bytes(path: Path, *, limit: int = MAX_MANIFEST_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, else ConfigError at once.
 
-    A `release.toml` linked to /dev/zero was read until memory ran out, and a FIFO blocked forever: the
-    file is opened without blocking and checked with fstat (the file actually opened, not a name that
-    could be swapped in between), and never more than `limit` + 1 bytes are read.
+    A `release.toml` linked to /dev/zero was read until memory ran out, and a FIFO blocked forever: it is read
+    as every file the manifest names is (`input_files.read_bounded`).
     """
-
-    def refuse(message: str) -> ConfigError:
-        return ConfigError(str(path), [ConfigProblem(location="", message=message)])
-
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except OSError as exc:
-        raise refuse(f"cannot read the manifest: {exc.strerror}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a device, pipe or socket"
-            raise refuse(f"not a regular file ({kind}): a manifest is a release.toml file")
-        if info.st_size > limit:
-            raise refuse(f"{info.st_size} bytes: a manifest is at most {limit} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 16, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > limit:  # it grew while being read
-            raise refuse(f"more than {limit} bytes: a manifest is at most {limit} bytes")
-        return b"".join(chunks)
-    except OSError as exc:
-        raise refuse(f"cannot read the manifest: {exc.strerror}") from None
-    finally:
-        os.close(fd)
+        return read_bounded(path, limit=limit, what="a manifest", expected="a release.toml file",
+                            name="the manifest")
+    except FileNotFoundError as exc:
+        message = f"cannot read the manifest: {exc.strerror}"
+    except InputFileError as exc:
+        message = str(exc)
+    raise ConfigError(str(path), [ConfigProblem(location="", message=message)])
 
 
 def parse_manifest(text: str, *, root: Path, source: str = MANIFEST_NAME, check_files: bool = True) -> Manifest:

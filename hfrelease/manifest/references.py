@@ -14,6 +14,7 @@ from typing import Any
 
 from hfrelease.errors import ConfigProblem
 from hfrelease.manifest.fields import repo_id_problem
+from hfrelease.manifest.input_files import MAX_WORKLOAD_BYTES
 
 _TABLES = ("artifact", "gate", "speculative", "workload")
 
@@ -223,15 +224,20 @@ def check_repo_ids(data: Mapping[str, Any]) -> list[ConfigProblem]:
     return problems
 
 
-def _path_problem(root: Path, value: object, *, want: str, location: str) -> ConfigProblem | None:
+def _path_problem(root: Path, value: object, *, want: str, location: str, limit: int | None = None,
+                  ) -> ConfigProblem | None:
     if not isinstance(value, str) or not value or "\x00" in value:
         return None  # the schema reports it
     path = root / value
     try:
         ok = path.is_dir() if want == "directory" else path.is_file()
         exists = path.exists()
+        size = path.stat().st_size if ok and limit is not None else 0
     except (OSError, ValueError) as exc:
         return ConfigProblem(location=location, message=f"cannot read {value!r}: {exc}")
+    if limit is not None and size > limit:
+        return ConfigProblem(location=location, message=f"{value!r} is {size} bytes: hfrelease reads it whole, "
+                                                        f"and reads at most {limit} bytes")
     if ok:
         return None
     if exists:
@@ -267,5 +273,6 @@ def check_paths(data: Mapping[str, Any], root: Path) -> list[ConfigProblem]:
     for index, item in _entries(data, "gate"):
         found.append(_path_problem(root, item.get("task_dir"), want="directory", location=f"gate[{index}].task_dir"))
     for index, item in _entries(data, "workload"):
-        found.append(_path_problem(root, item.get("prompts"), want="file", location=f"workload[{index}].prompts"))
+        found.append(_path_problem(root, item.get("prompts"), want="file", location=f"workload[{index}].prompts",
+                                   limit=MAX_WORKLOAD_BYTES))
     return [p for p in found if p is not None]

@@ -15,6 +15,7 @@ from pathlib import Path
 from hfrelease.bundle.plugin_check import PLUGIN_GROUP
 from hfrelease.errors import ConfigProblem
 from hfrelease.manifest import Manifest
+from hfrelease.manifest.input_files import read_input_text
 
 _NOT_CODE = {"setup.py", "conftest.py", "noxfile.py"}
 
@@ -53,8 +54,8 @@ def plugin_problem(directory: Path) -> str | None:
                 f"{PLUGIN_GROUP!r}, and its module")
     if pyproject.is_file():
         try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            data = tomllib.loads(read_input_text(pyproject, what="pyproject.toml", expected="a small TOML file"))
+        except (OSError, ValueError) as exc:  # InputFileError and TOMLDecodeError are ValueErrors
             return f"pyproject.toml cannot be read: {exc}"
         backend = data.get("build-system", {}).get("build-backend")
         if not setup.is_file() and not isinstance(backend, str):

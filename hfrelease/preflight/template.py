@@ -18,6 +18,7 @@ from typing import Any
 from hfrelease.errors import ConfigProblem
 from hfrelease.evaluation.plan import gate_artifacts
 from hfrelease.manifest import Artifact, Manifest
+from hfrelease.manifest.input_files import read_input_text
 
 TEMPLATE_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_template.json")
 # (repo, revision, filename) -> the file's local path, or None when the repo has no such file; raises
@@ -63,17 +64,22 @@ def takes_thinking_switch(template: str, config: Mapping[str, Any] | None = None
     return on != off
 
 
+def _read(path: Path) -> str:
+    """A template or tokenizer config, bounded (a 2 GB file is refused, not read: InputFileError)."""
+    return read_input_text(path, what=path.name, expected="a chat template or tokenizer config of bounded size")
+
+
 def _local_template(directory: Path) -> tuple[str | None, Mapping[str, Any], str]:
     config: Mapping[str, Any] = {}
     path = directory / "tokenizer_config.json"
     if path.is_file():
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(_read(path))
         if template_text(config):
             return template_text(config), config, path.name
     if (directory / "chat_template.jinja").is_file():
-        return (directory / "chat_template.jinja").read_text(encoding="utf-8"), config, "chat_template.jinja"
+        return _read(directory / "chat_template.jinja"), config, "chat_template.jinja"
     if (directory / "chat_template.json").is_file():
-        data = json.loads((directory / "chat_template.json").read_text(encoding="utf-8"))
+        data = json.loads(_read(directory / "chat_template.json"))
         return template_text(data), config, "chat_template.json"
     return None, config, "tokenizer_config.json"
 
@@ -90,7 +96,7 @@ def _serve_template(manifest: Manifest, artifact: Artifact) -> str | None:
     if value is None:
         return None
     path = manifest.resolve(value)
-    return path.read_text(encoding="utf-8") if path.is_file() else value
+    return _read(path) if path.is_file() else value
 
 
 def thinking_problems(manifest: Manifest, *, fetch: Fetcher | None) -> tuple[list[ConfigProblem], list[str]]:
@@ -109,9 +115,11 @@ def thinking_problems(manifest: Manifest, *, fetch: Fetcher | None) -> tuple[lis
     for artifact_id, gate_index in wanted.items():
         artifact = manifest.artifact_by_id(artifact_id)
         where = f"artifact[{manifest.artifact.index(artifact)}].source"
-        template, origin = _serve_template(manifest, artifact), "--chat-template"
+        template: str | None = None
+        origin = "--chat-template"
         config: Mapping[str, Any] = {}
         try:
+            template = _serve_template(manifest, artifact)
             if template is None and artifact.source.path is not None:
                 directory = manifest.resolve(artifact.source.path)
                 if not directory.is_dir():
@@ -147,10 +155,10 @@ def _hub_template(repo: str, revision: str, fetch: Fetcher) -> tuple[str | None,
     config: Mapping[str, Any] = {}
     path = fetch(repo, revision, "tokenizer_config.json")
     if path is not None:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(_read(path))
         if template_text(config):
             return template_text(config), config, "tokenizer_config.json"
     path = fetch(repo, revision, "chat_template.jinja")  # newer tokenizers keep it beside the config
     if path is not None:
-        return path.read_text(encoding="utf-8"), config, "chat_template.jinja"
+        return _read(path), config, "chat_template.jinja"
     return None, config, "tokenizer_config.json"

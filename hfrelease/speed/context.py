@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol, cast
 
 from hfrelease.errors import MeasurementError
+from hfrelease.manifest.input_files import read_workload_prompts
 
 
 class Tokenizer(Protocol):
@@ -34,8 +35,7 @@ def load_tokenizer(directory: str) -> Tokenizer:
 def context_prompts(source: Path, *, tokenizer: Tokenizer, input_len: int, count: int) -> bytes:
     """`count` prompts of `input_len` tokens each, made from the prompts of `source` (a workload's JSONL),
     as the JSONL `vllm bench serve --dataset-name custom` reads."""
-    texts = [str(json.loads(line)["prompt"]) for line in source.read_text(encoding="utf-8").splitlines()
-             if line.strip()]
+    texts = [str(json.loads(line)["prompt"]) for line in read_workload_prompts(source).splitlines() if line.strip()]
     ids = [tokenizer.encode(text, add_special_tokens=False) for text in texts]
     if not any(ids):
         raise MeasurementError(f"{source}: its prompts have no tokens to make a context sweep from")

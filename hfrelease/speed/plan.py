@@ -18,6 +18,7 @@ from hfrelease.hashing import ContentHash, HashCache, hash_artifact
 from hfrelease.ledger.record import LedgerRecord, input_key
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Artifact, Manifest, Speculative, Workload
+from hfrelease.manifest.input_files import read_workload_prompts
 from hfrelease.manifest.selection import select
 from hfrelease.serving.command import ServeCommand, build_serve_command
 from hfrelease.sources import artifact_content
@@ -112,7 +113,7 @@ def file_sha256(path: Path) -> str:
 
 
 def count_prompts(path: Path) -> int:
-    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return sum(1 for line in read_workload_prompts(path).splitlines() if line.strip())
 
 
 def point_input_key(

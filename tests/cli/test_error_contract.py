@@ -10,11 +10,15 @@ test_exit_codes.py; wrong --artifact/--gate/--workload names in tests/manifest/t
 from __future__ import annotations
 
 import os
+import shutil
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import huggingface_hub.constants  # noqa: F401  (isolated_hub_client patches it: imported before that)
 import pytest
+import tomli_w
 
 from hfrelease.errors import ExitCode, HfreleaseError
 from tests.conftest import CliRun
@@ -47,6 +51,28 @@ def _fifo(p: Paths) -> str:
     return str(fifo)
 
 
+def _family_with(p: Paths, name: str, change: Callable[[dict[str, Any]], None]) -> str:
+    """A copy of the fixture family whose release.toml `change` edited."""
+    target = p.tmp / name
+    shutil.copytree(p.f, target)
+    data = tomllib.loads((target / "release.toml").read_text())
+    change(data)
+    (target / "release.toml").write_text(tomli_w.dumps(data))
+    return str(target)
+
+
+def _zero_prompts(data: dict[str, Any]) -> None:
+    data["gate"].append({"id": "fid", "fidelity": "/dev/zero", "max_tokens": 8, "max_kl": 0.1})
+
+
+def _code_args(data: dict[str, Any]) -> None:
+    data["serve"]["args"] = ["--tool-parser-plugin", "parsers/evil.py"]
+
+
+def _code_env(data: dict[str, Any]) -> None:
+    data["serve"]["env"] = {"PYTHONPATH": "src", "VLLM_LOGGING_CONFIG_PATH": "logging.json"}
+
+
 Case = tuple[ExitCode, Callable[[Paths], list[str]]]
 CASES: dict[str, Case] = {
     # check
@@ -55,6 +81,12 @@ CASES: dict[str, Case] = {
     "check: not TOML": (ExitCode.CONFIG, lambda p: ["check", str(p.bad), "--no-preflight"]),
     "check: a FIFO as manifest": (ExitCode.CONFIG, lambda p: ["check", _fifo(p), "--no-preflight"]),
     "check --cards before any render": (ExitCode.MEASUREMENT_FAILED, lambda p: ["check", str(p.f), "--cards"]),
+    "check: a fidelity prompt set that is /dev/zero": (ExitCode.CONFIG, lambda p: [
+        "check", _family_with(p, "zero", _zero_prompts), "--no-preflight"]),
+    "check: a serve argument that loads code": (ExitCode.CONFIG, lambda p: [
+        "check", _family_with(p, "code-args", _code_args), "--no-preflight"]),
+    "check: serve.env that runs code": (ExitCode.CONFIG, lambda p: [
+        "check", _family_with(p, "code-env", _code_env), "--no-preflight"]),
     # init
     "init: a bad family id": (ExitCode.USAGE, lambda p: ["init", str(p.tmp / "new"), "--name", "Bad Name",
                                                          "--base-model", "a/b", "--owner", "me"]),
@@ -66,6 +98,8 @@ CASES: dict[str, Case] = {
     "demo pin: no build": (ExitCode.ENVIRONMENT, lambda p: ["demo", "pin", str(p.f), "--build", str(p.missing)]),
     # eval
     "eval: no manifest": (ExitCode.CONFIG, lambda p: ["eval", str(p.missing), "--dry-run"]),
+    "eval --dry-run: a fidelity prompt set that is /dev/zero": (ExitCode.CONFIG, lambda p: [
+        "eval", _family_with(p, "zero", _zero_prompts), "--dry-run"]),
     "eval: --endpoint without --artifact": (ExitCode.USAGE, lambda p: ["eval", str(p.f), "--endpoint", DEAD_HUB]),
     "eval: --workload without --speed": (ExitCode.USAGE, lambda p: ["eval", str(p.f), "--workload", "chat"]),
     "eval: --gate with --speed-only": (ExitCode.USAGE, lambda p: ["eval", str(p.f), "--speed-only", "--gate",

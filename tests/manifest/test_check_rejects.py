@@ -60,6 +60,13 @@ def _duplicate_id(data: Data) -> None:
     _artifact(data, "fp8")["id"] = "ref"
 
 
+def _fidelity_gate(prompts: str) -> Callable[[Data], None]:
+    def mutate(data: Data) -> None:
+        data["gate"].append({"id": "fid", "fidelity": prompts, "max_tokens": 8, "max_kl": 0.1})
+
+    return mutate
+
+
 def _many(data: Data) -> None:
     data["family"]["name"] = "Bad Name"
     data["gate"][0]["max_tokens"] = "16"
@@ -89,6 +96,9 @@ CASES: list[tuple[str, Callable[[Data], None], str, str]] = [
     ("env-runs-code", _set("serve.env", {"PYTHONPATH": "src"}), "serve.env.PYTHONPATH", "runs code"),
     ("artifact-env-runs-code", _set("artifact.1.serve.env", {"LD_PRELOAD": "x.so"}),
      "artifact[1].serve.env.LD_PRELOAD", "runs code"),
+    ("serve-args-load-code", _set("serve.args", ["--tool-parser-plugin", "parsers/evil.py"]), "serve",
+     "--tool-parser-plugin"),
+    ("fidelity-dev-zero", _fidelity_gate("/dev/zero"), "gate[2].fidelity", "not a regular file"),
     ("artifact-kind", _set("artifact.1.kind", "quantized"), "artifact[1].kind",
      "'reference', 'quant', 'variant' or 'draft'"),
     ("two-references", _two_references, "artifact", "exactly one artifact of kind 'reference', found 2"),

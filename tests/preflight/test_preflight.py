@@ -167,6 +167,30 @@ def test_thinking_gate_with_the_switch_passes(fixture_family: Path, tmp_path: Pa
     assert takes_thinking_switch(SWITCHED) and not takes_thinking_switch(NO_SWITCH)
 
 
+def _sparse(path: Path, size: int = 2 << 30) -> None:
+    """A 2 GB file of zeros that takes no disk space."""
+    with path.open("wb") as handle:
+        handle.truncate(size)
+
+
+def test_a_template_file_too_large_to_read_is_reported(fixture_family: Path, tmp_path: Path) -> None:
+    """A 2 GB tokenizer_config.json (or chat template) is reported at the artifact's source, not read until memory
+    runs out (exit 1, MemoryError)."""
+    manifest = _thinking_family(fixture_family, SWITCHED, tmp_path)
+    _sparse(fixture_family / "checkpoints" / "ref" / "tokenizer_config.json")
+    _sparse(fixture_family / "checkpoints" / "fp8" / "chat_template.jinja")
+    found = _problems(manifest)
+    assert {f.split(":")[0] for f in found} == {"artifact[0].source", "artifact[1].source"}, found
+    assert all("cannot be read" in f and "bytes" in f for f in found), found
+
+
+def test_a_plugin_pyproject_too_large_to_read_is_reported(fixture_family: Path) -> None:
+    """A 2 GB pyproject.toml in the plugin directory is reported, not read."""
+    _sparse(fixture_family / "vllm_plugin" / "pyproject.toml")
+    found = _problems(load_manifest(fixture_family), EMPTY.overlay(include_catalog(fixture_family / "tasks")))
+    assert len(found) == 1 and "pyproject.toml cannot be read" in found[0] and "bytes" in found[0], found
+
+
 def test_readme_only_plugin_is_reported(fixture_family: Path, cli: CliRun) -> None:
     """A plugin directory holding only a README (a placeholder) exits 3 and says what belongs there."""
     shutil.rmtree(fixture_family / "vllm_plugin")
