@@ -1,7 +1,8 @@
 """What a failed Hub request means to the user: one `HubError` (exit 7) naming the request and what to do.
 
 huggingface_hub raises `HfHubHTTPError` for an HTTP error status (after its own retries of 429/5xx on the
-requests it may repeat) and httpx2's `TransportError` when no answer came at all. Neither is a bug in
+requests it may repeat) and httpx2's `TransportError` when no answer came at all; hf_xet a plain error naming
+the status and URL of its token request (a Hub without Xet storage answers that 501). Neither is a bug in
 hfrelease, so neither may reach the CLI's "internal error" (exit 1): the publish steps wrap their Hub calls
 with `hub_errors(...)`, which says what was being done, and the CLI classifies whatever else escapes.
 """
@@ -9,6 +10,7 @@ with `hub_errors(...)`, which says what was being done, and the CLI classifies w
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -42,7 +44,32 @@ def hub_failure(error: BaseException, *, doing: str | None = None) -> HubError |
             hint="Check the network and the Hub's address (HF_ENDPOINT, --hub, [publish].endpoint), then run the "
             "same command again (a publish resumes where it stopped).",
         )
-    return None
+    return _xet_failure(error, prefix)
+
+
+# hf_xet (Rust) asks for its token itself and raises a plain Python error with only the status and the URL:
+# "... HTTP status server error (501 Not Implemented), domain: http://.../api/models/o/n/xet-write-token/main".
+_XET_TOKEN = re.compile(
+    r"HTTP status (?:client|server) error \((\d{3})([^)]*)\), domain: (\S+/xet-(?:write|read)-token/\S*)")
+
+
+def _xet_failure(error: BaseException, prefix: str) -> HubError | None:
+    """hf_xet's failure to get a Xet token: the Hub's answer, and for a 501 (a Hub without Xet storage, as
+    hfrelease's built-in Hub) what to do, since hf_xet drops the answer's body that says it."""
+    match = _XET_TOKEN.search(str(error))
+    if match is None:
+        return None
+    status, reason, url = int(match.group(1)), match.group(2).strip(), match.group(3)
+    said = f"the Hub answered HTTP {status} {reason}".rstrip() + f" to GET {url} (a Xet storage token)"
+    if status == 501:
+        return HubError(f"{prefix}{said}: this Hub does not serve Xet storage",
+                        hint="Set HF_HUB_DISABLE_XET=1 in the environment (huggingface_hub then uploads and downloads "
+                        "through LFS; hfrelease's built-in Hub has no Xet), then run the same command again.",
+                        status=status)  # fmt: skip
+    if status in (401, 403):
+        return HubError(f"{prefix}{said}", hint=SCOPE_HINT, status=status)
+    return HubError(f"{prefix}{said}", hint=f"The Hub at {_origin(url)} refused Xet storage: run the same command "
+                    "again later, or set HF_HUB_DISABLE_XET=1 to upload and download through LFS.", status=status)
 
 
 def _http_failure(error: BaseException, response: Any, prefix: str) -> HubError:

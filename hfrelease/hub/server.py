@@ -370,6 +370,7 @@ def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> 
     )  # fmt: skip
     announce(f"Hub server on {server.url} (root: {settings.root})")
     announce(f"HF_ENDPOINT={server.url}")
+    announce("HF_HUB_DISABLE_XET=1 is needed in every client's environment: this Hub has no Xet storage")
     if server.token_file is not None:
         # The path, never the token: logs and CI output get copied around.
         announce(f"Write token stored in {server.token_file} (mode 0600): export HF_TOKEN=$(cat {server.token_file})")

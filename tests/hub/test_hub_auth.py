@@ -100,6 +100,7 @@ def test_command_line_server_never_prints_its_token(tmp_path: Path) -> None:
         url = next(line.split("=", 1)[1].strip() for line in banner if line.startswith("HF_ENDPOINT="))
         token = (root / "token").read_text().strip()
         assert str(root / "token") in banner[-1]
+        assert any(line.startswith("HF_HUB_DISABLE_XET=1 is needed") for line in banner)  # no Xet here
         api = HfApi(endpoint=url, token=token)
         api.create_repo("alice/cli")
         api.create_commit("alice/cli", [CommitOperationAdd("a.txt", b"a")], commit_message="a")

@@ -59,8 +59,10 @@ class DownloadEndpoints(EndpointBase):
         return Response(headers={"Content-Type": "text/html; charset=utf-8", "X-Repo-Commit": commit.id}, body=body)
 
     def xet_token(self, route: Route, request: Request) -> Response:
-        # hf_xet only shows the status of this answer; the message is for whoever reads the server log.
-        logger.warning("A client tried to use Xet storage, which this server cannot emulate")
+        # hf_xet shows only the status of this answer (hfrelease's own errors say what a 501 here means); the
+        # body and the server's log say what to do.
+        logger.warning("A client tried to use Xet storage, which this server cannot emulate: set "
+                       "HF_HUB_DISABLE_XET=1 in the client's environment")
         raise errors.HubHTTPError(
             501, "Xet storage is not supported by this Hub server: set HF_HUB_DISABLE_XET=1 in the client environment"
         )
