@@ -28,6 +28,7 @@ command here first (`VllmServer.start`), because starting one needs vLLM install
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -156,14 +157,16 @@ def serve_actions(parser: ArgumentParser) -> list[Action]:
     return list(choices["serve"]._actions)
 
 
-def _builds_config(convert: object) -> bool:
-    """Whether an argparse `type` is (or wraps) vLLM's conversion of JSON into a config object."""
-    if not callable(convert):
+def _builds_config(convert: object, depth: int = 0) -> bool:
+    """Whether an argparse `type` is (or wraps) vLLM's conversion of JSON into a config object: vLLM 0.32's
+    `parse_dataclass(val, cls=<config class>)`, or any conversion holding a dataclass in its defaults or closure."""
+    if not callable(convert) or isinstance(convert, type) or depth > 3:
         return False
     if getattr(convert, "__name__", "") == "parse_dataclass":
         return True
-    cells = getattr(convert, "__closure__", None) or ()
-    return any(_builds_config(cell.cell_contents) for cell in cells if callable(cell.cell_contents))
+    held = [*(getattr(convert, "__defaults__", None) or ()),
+            *(cell.cell_contents for cell in getattr(convert, "__closure__", None) or ())]
+    return any((isinstance(h, type) and dataclasses.is_dataclass(h)) or _builds_config(h, depth + 1) for h in held)
 
 
 def _json_object(value: str) -> dict[str, Any] | None:
