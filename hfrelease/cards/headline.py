@@ -71,7 +71,8 @@ class Headline(Summary):
             mine, ref = pair
             ratio = self.speed.vs_reference(mine, ref)
             batch = "batch-1" if mine.concurrency == 1 else f"concurrency {mine.concurrency}"
+            decode = self.speed.decode_vs_reference(mine, ref)
             lines.append(Markdown(f"{escape_markdown(workload.label or workload.id)}: output throughput {ratio} the "
                                   f"reference's without speculation, {batch}: {self.speed.tps(mine)} tok/s against "
-                                  f"{self.speed.tps(ref)}"))
+                                  f"{self.speed.tps(ref)}" + (f"; decode {decode}, from TPOT" if decode else "")))
         return lines

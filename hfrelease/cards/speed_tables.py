@@ -96,6 +96,39 @@ class SpeedTables:
                                 fixed(mine[1] / theirs[0], 2), [p.entry, ref.entry])
         return Markdown(f"{value}{TIMES} ({low}{DASH}{high})")
 
+    def decode_vs_reference(self, p: SpeedPoint, ref: SpeedPoint) -> Markdown | None:
+        """`p`'s decode speed over the reference's point `ref`, from the time per output token (TPOT, the
+        request's duration after its first token): the reference's TPOT over `p`'s, with the range their
+        repeats allow, or None when either lacks TPOT or a repeat's output came bunched (a TPOT near zero)."""
+        tpots = [self._tpot(q) for q in (p, ref)]
+        if tpots[0] is None or tpots[1] is None:
+            return None
+        (mine, mine_range), (theirs, theirs_range) = tpots[0], tpots[1]
+        base = f"speed.{p.workload.id}.{p.artifact_id}.{p.speculative}.c{p.concurrency}.decode_vs_reference"
+        label = (f"decode speed (reference's TPOT over this one's) of {p.artifact_id} ({p.speculative}) over the "
+                 f"reference without speculation, {p.workload.id}")
+        value = self.numbers.add(base, label, fixed(theirs / mine, 2), [p.entry, ref.entry])
+        if (single := self.n_one(p, ref)) is not None:
+            return Markdown(f"{value}{TIMES} ({single})")
+        if mine_range is None or theirs_range is None:
+            return Markdown(f"{value}{TIMES}")
+        low = self.numbers.add(f"{base}.min", f"{label}, lowest (the reference's fastest TPOT repeat over this "
+                               "one's slowest)", fixed(theirs_range[0] / mine_range[1], 2), [p.entry, ref.entry])
+        high = self.numbers.add(f"{base}.max", f"{label}, highest (the reference's slowest TPOT repeat over this "
+                                "one's fastest)", fixed(theirs_range[1] / mine_range[0], 2), [p.entry, ref.entry])
+        return Markdown(f"{value}{TIMES} ({low}{DASH}{high})")
+
+    def _tpot(self, p: SpeedPoint) -> tuple[float, tuple[float, float] | None] | None:
+        """The median TPOT of `p` and its repeats' range, or None when absent or bunched: a repeat whose TPOT is
+        below a tenth of the time per output token its throughput gives measured chunked delivery, not decode."""
+        tpot = p.metrics.get("tpot_median_ms")
+        if tpot is None or p.throughput <= 0:
+            return None
+        spread = self._spread(p, "tpot_median_ms")
+        if min(tpot, *(spread or (tpot,))) < 0.1 * 1000.0 * p.concurrency / p.throughput:
+            return None
+        return tpot, spread
+
     def point_id(self, p: SpeedPoint) -> str:
         sweep = f".in{p.input_len}" if p.input_len else ""
         return f"speed.{p.workload.id}.{p.artifact_id}.{p.speculative}.c{p.concurrency}{sweep}"

@@ -75,3 +75,31 @@ def test_lint_finds_a_quant_card_rendered_before_its_speed_records(nanbeige: Car
     again = lint_cards(nanbeige.manifest, [CardText(artifact_id="fp8-dynamic", path=path, text=fresh.readme)],
                        inputs=nanbeige)
     assert not [p for p in again if "states no output throughput" in p]
+
+
+def test_quant_headline_adds_the_tpot_based_decode_ratio_unless_bunched(nanbeige: CardInputs) -> None:
+    """Issue 24: "decode" names only a TPOT-based figure. Beside the output-throughput ratio the headline gives the
+    reference's TPOT over the quant's ("decode 1.44x, from TPOT"); a point whose TPOT measured bunched output (near
+    zero) gives none rather than a meaningless ratio."""
+    from dataclasses import replace
+
+    from hfrelease.cards import entry_for
+    from hfrelease.ledger.record import Metric
+
+    card = render_family(nanbeige, plots=False, artifacts=["fp8-dynamic"]).card("fp8-dynamic")
+    line = next(line for line in card.readme.splitlines() if line.startswith("- Reasoning (thinking on): output"))
+    ratio = round(1000 / 170 * 1.05, 3) / round(1000 / 244 * 1.05, 3)  # the synthetic records' TPOT medians
+    assert line.endswith(f"; decode {ratio:.2f}{TIMES}, from TPOT")
+    numbers = {row.id: row for row in card.numbers}
+    assert len(numbers["speed.reasoning.fp8-dynamic.none.c1.decode_vs_reference"].records) == 2
+    entries = []
+    for entry in nanbeige.records:
+        record = entry.record
+        if (record.kind, record.artifact_id, record.subject_id, record.extra.get("speculative"),
+                record.extra.get("concurrency")) == ("speed", "fp8-dynamic", "reasoning", "none", 1):
+            record = record.model_copy(update={"metrics": {**record.metrics, "tpot_median_ms": Metric(value=0.01)}})
+        entries.append(entry_for(record, {s.doc_id: s.score for s in record.samples}, record.samples))
+    bunched = render_family(replace(nanbeige, records=tuple(entries)), plots=False, artifacts=["fp8-dynamic"])
+    line = next(line for line in bunched.card("fp8-dynamic").readme.splitlines()
+                if line.startswith("- Reasoning (thinking on): output"))
+    assert "decode" not in line
