@@ -50,7 +50,7 @@ def assert_fidelity_headroom(rows: dict[tuple[str, str], dict[str, Any]], manife
     """The demo's good quants' fidelity intervals end well inside the manifest's bounds; the under-trained
     variant's KL interval lies wholly above max_kl (a check's delta is reference - artifact: its ci_low is
     minus the artifact's upper bound, its ci_high minus the lower bound)."""
-    (gate,) = [g for g in manifest.gates if g.is_fidelity]
+    (gate,) = [g for g in manifest.gate if g.is_fidelity]
     assert gate.max_kl is not None and gate.max_flip_rate is not None
     for quant in ("fp8-dynamic", "w8a8-int8"):
         checks = rows[(quant, gate.id)]["checks"]

@@ -52,7 +52,7 @@ def test_quant_gates_pass_capped_to_avx2(demo_family: Path, tmp_path: Path) -> N
     if runnable_paths() == ["avx2"]:
         pytest.skip("this host's own path is AVX2: test_eval_family runs the gates on it")
     manifest = load_manifest(demo_family)
-    gates = [g.id for g in manifest.gates]
+    gates = [g.id for g in manifest.gate]
     args = ["eval", str(demo_family), "--json", "--run-dir", str(tmp_path / "run"),
             *(f"--artifact={aid}" for aid in ("reference", "fp8-dynamic", "w8a8-int8", "undertrained"))]
     result = subprocess.run([sys.executable, "-m", "hfrelease", *args], cwd=tmp_path, capture_output=True,
