@@ -115,7 +115,7 @@ def _no_gpu_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     """The record's hardware probe runs nvidia-smi, a process the unit tests' seal refuses."""
     from hfrelease.evaluation import records
 
-    monkeypatch.setattr(records, "hardware", lambda: {"cpu": "test"})
+    monkeypatch.setattr(records, "hardware", lambda served=None: {"cpu": "test", **(served or {})})
 
 
 @pytest.fixture
