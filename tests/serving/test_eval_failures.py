@@ -22,10 +22,11 @@ from tests.demo_session import marked_env, nothing_left, vllm_servers
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("vllm_environment")]
 
 
-def hfrelease(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def hfrelease(*args: str, cwd: Path, timeout: float = 900,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run hfrelease with the test's mark (its cwd, the test's tmp_path) on everything it starts."""
     return subprocess.run([sys.executable, "-m", "hfrelease", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, check=False, env=marked_env(cwd))
+                          timeout=timeout, check=False, env={**marked_env(cwd), **(env or {})})
 
 
 def edit_manifest(family: Path, change: Any) -> None:
@@ -42,7 +43,10 @@ def edit_manifest(family: Path, change: Any) -> None:
         # the serve guard refuses it with vLLM's parser before anything starts, exit 3).
         (lambda d: d["serve"].__setitem__("args", ["--gpu-memory-utilization", "1.5"]), "bad argument"),
         (lambda d: d["artifact"][0].__setitem__("source", {"path": "../../empty-model"}), "model not found"),
-        (lambda d: (d["serve"].pop("plugin"), d["serve"]["env"].__setitem__("VLLM_PLUGINS", "none")), "missing plugin"),
+        # The family's plugin may already be installed in this environment by an earlier test: VLLM_PLUGINS=none
+        # keeps vLLM from loading it. Set in hfrelease's environment, which the server inherits: the manifest's
+        # serve.env refuses VLLM_PLUGINS (it names code to load).
+        (lambda d: d["serve"].pop("plugin"), "missing plugin"),
     ],
     ids=["bad-argument", "model-not-found", "missing-plugin"],
 )
@@ -54,7 +58,8 @@ def test_start_failures_are_diagnosed(demo_family: Path, tmp_path: Path, change:
                                                "model.safetensors").read_bytes())
     edit_manifest(demo_family, change)
     started = time.monotonic()
-    result = hfrelease("eval", str(demo_family), "--artifact", "reference", "--gate", "mc", cwd=tmp_path)
+    result = hfrelease("eval", str(demo_family), "--artifact", "reference", "--gate", "mc", cwd=tmp_path,
+                       env={"VLLM_PLUGINS": "none"} if cause == "missing plugin" else None)
     assert result.returncode == ExitCode.SERVER_FAILED, result.stderr[-3000:]
     assert f"before it became healthy: {cause}" in result.stderr, result.stderr[-3000:]
     assert "last lines of" in result.stderr
