@@ -13,7 +13,8 @@ Two ways to the same identity (`hfrelease.hashing`: sha256 over the sha256sum li
   git itself (not LFS: the Hub gives only its git blob sha1) is downloaded -- such files are small -- and
   hashed. Jobs that only judge or render (a merge job on a GitHub-hosted runner) use this path and never
   download gigabytes; the identity is the one an eval runner computed from its download, so the records it
-  wrote are found.
+  wrote are found. When no Hub answers (offline, unreachable) and the Hugging Face cache already holds the
+  pinned commit's snapshot, that snapshot is hashed instead: the same identity, with nothing fetched.
 
 The Hub is reached through huggingface_hub's own endpoint (`HF_ENDPOINT`). With `HF_HUB_OFFLINE=1` (the
 demo and CI) nothing may reach huggingface.co, but the built-in Hub on this machine is part of hfrelease:
@@ -102,6 +103,19 @@ def download_snapshot(repo: str, revision: str) -> Path:
         raise _hub_error(repo, revision, exc) from exc
 
 
+def cached_snapshot(repo: str, revision: str) -> Path | None:
+    """`repo` at commit `revision` as the Hugging Face cache already holds it (nothing is fetched), else None.
+
+    Only a commit id is looked up (a source's revision must be one): a branch's cached ref could be stale.
+    """
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo, revision=revision, local_files_only=True))
+    except Exception:  # huggingface_hub says "not in the cache" with several types (LocalEntryNotFoundError, ...)
+        return None
+
+
 def hash_snapshot(snapshot: Path, *, cache: HashCache | None) -> ContentHash:
     """The content hash of downloaded files, following the cache's links into its own `blobs/`."""
     return hash_artifact(snapshot, cache=cache, link_root=cache_repo_dir(snapshot))
@@ -176,7 +190,8 @@ def artifact_content(
     """The artifact's local files (None for a Hub source not downloaded) and its content identity.
 
     A local `path` is hashed where it is. A Hub source is downloaded when `download` (a job that serves
-    it) and hashed through the cache's links, else identified from the Hub without its weights.
+    it) and hashed through the cache's links, else identified from the Hub without its weights (from the
+    cached snapshot of that commit when no Hub answers).
     """
     source = artifact.source
     if source.path is not None:
@@ -184,6 +199,14 @@ def artifact_content(
         return directory, hasher(directory, cache=cache)
     assert source.hub is not None and source.revision is not None
     if not download:
-        return None, hub_content_hash(source.hub, source.revision, cache=cache)
+        try:
+            return None, hub_content_hash(source.hub, source.revision, cache=cache)
+        except ArtifactError:
+            # No Hub answers (HF_HUB_OFFLINE=1 on a machine with the weights already cached, e.g. a GPU
+            # runner that served the reference in an earlier job): the commit's cached files say the same.
+            snapshot = cached_snapshot(source.hub, source.revision)
+            if snapshot is None:
+                raise
+            return None, hasher(snapshot, cache=cache, link_root=cache_repo_dir(snapshot))
     snapshot = download_snapshot(source.hub, source.revision)
     return snapshot, hasher(snapshot, cache=cache, link_root=cache_repo_dir(snapshot))

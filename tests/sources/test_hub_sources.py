@@ -211,3 +211,35 @@ def test_quant_eval_job_sees_the_hub_reference(hub_family: tuple[Path, str]) -> 
     plan = plan_eval(manifest, ledger=ledger, hash_cache=None, artifacts=["fp8"])
     rows = judge(plan, ledger=ledger, measured={}, hash_cache=None)
     assert rows and {r.verdict for r in rows} == {"pass"}
+
+
+def test_offline_quant_job_identifies_the_hub_reference_from_its_cached_snapshot(
+    hub_family: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no Hub to ask (HF_HUB_OFFLINE=1, huggingface.co's endpoint: the lent H200 of issue 30), a quant's
+    eval job still finds the reference's records when the cache holds the pinned commit's snapshot; a commit
+    the cache lacks stays unidentified (an error naming it), never guessed."""
+    from huggingface_hub import constants
+
+    from hfrelease.errors import ArtifactError
+    from hfrelease.evaluation.judging import judge
+    from hfrelease.evaluation.plan import installed_harness, plan_eval
+    from hfrelease.ledger.store import Ledger
+    from hfrelease.manifest import load_manifest
+    from hfrelease.sources import artifact_content, download_snapshot
+
+    family, revision = hub_family
+    _write_records(family, vllm=installed_harness()["vllm"] or "none")
+    download_snapshot("upstream/Fixture-1M", revision)  # the job that served the reference filled the cache
+    monkeypatch.setattr(constants, "ENDPOINT", "https://huggingface.co")  # offline: nothing answers
+    manifest = load_manifest(family)
+    ledger = Ledger(family / "results")
+    plan = plan_eval(manifest, ledger=ledger, hash_cache=None, artifacts=["fp8"])
+    rows = judge(plan, ledger=ledger, measured={}, hash_cache=None)
+    assert rows and {r.verdict for r in rows} == {"pass"}
+
+    other = manifest.reference.model_copy(
+        update={"source": manifest.reference.source.model_copy(update={"revision": "0" * 40})}
+    )
+    with pytest.raises(ArtifactError, match="upstream/Fixture-1M@000000000000: cannot read it"):
+        artifact_content(manifest, other, download=False, cache=None)
