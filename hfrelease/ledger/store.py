@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from hfrelease.atomic import write_atomic
-from hfrelease.errors import LedgerError
+from hfrelease.errors import LedgerError, UsageError
 from hfrelease.ledger.record import RAW_FILE, RAW_KEYS, Kind, LedgerRecord, Sample, check_samples, raw_files
 
 SPILL_BYTES = 256 * 1024
@@ -166,10 +166,9 @@ class Ledger:
         added: list[Path] = []
         identical: list[Path] = []
         skipped: list[SkippedFile] = []
-        for source in sources:
-            if not source.is_dir():
-                raise LedgerError(f"{source}: no such ledger directory to merge")
-            for path in sorted(source.glob("*/*.json")):
+        for given in sources:
+            source, paths = _source_records(given)
+            for path in paths:
                 try:
                     record = Ledger(source)._load(path)
                     samples_file = self._merge_samples(source, record)
@@ -242,6 +241,38 @@ class Ledger:
                 hint=_REPAIR_HINT,
             )
         return record
+
+
+def _source_records(source: Path) -> tuple[Path, list[Path]]:
+    """The ledger root of a merge source and its record files.
+
+    A ledger directory keeps its records at `<artifact_id>/<record>.json`. A CI matrix's ledgers arrive
+    through actions/download-artifact with `pattern: ledger-*` and `path: ledgers`: several matched
+    artifacts land in `ledgers/<artifact name>/` (each a ledger root), but since download-artifact v5
+    (actions/download-artifact#416, src/download-artifact.ts: the download path is `resolvedPath` itself
+    when `isSingleArtifactDownload || inputs.mergeMultiple || artifacts.length === 1`) a single matched
+    artifact is extracted flat into `ledgers/`, so `ledgers/*` names its artifact directories
+    (`ledgers/<artifact_id>/`). Such a directory is merged as what it is: one artifact's part of the
+    ledger rooted at its parent. Record files anywhere else are refused, never merged as "0 added".
+    """
+    if not source.is_dir():
+        raise LedgerError(f"{source}: no such ledger directory to merge")
+    nested = sorted(source.glob("*/*.json"))
+    if nested:
+        return source, nested
+    flat = sorted(source.glob("*.json"))
+    if flat:
+        return source.parent, flat
+    elsewhere = sorted(source.rglob("*.json"))
+    if elsewhere:
+        shown = ", ".join(str(p.relative_to(source)) for p in elsewhere[:3])
+        raise UsageError(
+            f"{source}: holds {len(elsewhere)} .json file(s) ({shown}{' ...' if len(elsewhere) > 3 else ''}) but "
+            "none where a ledger keeps its records (<artifact-id>/<record>.json): nothing was merged",
+            hint="Pass the ledger directory itself (the one holding the artifact directories), or one artifact's "
+                 "directory of it.",
+        )
+    return source, []
 
 
 def _when(record: LedgerRecord) -> datetime:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from hfrelease.errors import LedgerError
+from hfrelease.errors import LedgerError, UsageError
 from hfrelease.hashing import FileHash
 from hfrelease.ledger import store
 from hfrelease.ledger.record import LedgerRecord, Sample, input_key
@@ -419,3 +419,35 @@ def test_committed_ledgers_merge_whole(ledger_dir: str, tmp_path: Path) -> None:
 
     assert report.skipped_invalid == ()
     assert _files(main.root) == [f for f in _files(root) if not f.startswith(".")]
+
+
+def test_merge_takes_a_single_artifact_download_extracted_flat(tmp_path: Path) -> None:
+    """download-artifact >= v5 extracts a lone matched `ledger-*` artifact flat into `ledgers/`, so `ledgers/*`
+    names artifact directories: each is merged as part of the ledger at its parent (was "0 added", exit 0)."""
+    job = Ledger(tmp_path / "job")
+    written = [job.write(make_record()), job.write(make_record(artifact_id="nvfp4", samples=_big_samples(),
+                                                               n=3000, empty=60))]
+    ledgers = tmp_path / "ledgers"
+    for path in job.root.rglob("*"):  # the artifact's files, extracted with no `ledger-<artifact>/` level
+        if path.is_file():
+            (ledgers / path.relative_to(job.root)).parent.mkdir(parents=True, exist_ok=True)
+            (ledgers / path.relative_to(job.root)).write_bytes(path.read_bytes())
+    main = Ledger(tmp_path / "main")
+
+    report = main.merge(sorted(ledgers.iterdir()))  # what the shell makes of `ledgers/*`
+
+    assert sorted(p.relative_to(main.root) for p in report.added) == sorted(p.relative_to(job.root) for p in written)
+    assert report.skipped_invalid == ()
+    assert _files(main.root) == _files(job.root)
+    assert len(main.load_samples(main.records(artifact_id="nvfp4")[0])) == 3000
+
+
+def test_merge_refuses_records_where_no_ledger_keeps_them(tmp_path: Path) -> None:
+    """Records nested deeper than `<artifact-id>/<record>.json` are an error naming them, never "0 added"."""
+    job = Ledger(tmp_path / "download" / "ledger-fp8" / "model_cards" / "tiny" / "results")
+    job.write(make_record())
+
+    with pytest.raises(UsageError, match=r"none where a ledger keeps its records") as caught:
+        Ledger(tmp_path / "main").merge([tmp_path / "download"])
+    assert "model_cards/tiny/results/fp8/gate-gsm8k-" in caught.value.message
+    assert not (tmp_path / "main").exists()

@@ -51,3 +51,18 @@ def test_merge_view_keeps_markup_in_paths_as_text() -> None:
     assert view[1].parts == ("  ", Styled("skipped", "yellow"), " [red]p.json: bad [/] json")
     assert report.as_dict() == {"added": ["a/[bold]x.json"], "identical": [],
                                 "skipped_invalid": [{"path": "[red]p.json", "reason": "bad [/] json"}]}
+
+
+def test_merge_of_a_flat_single_artifact_download_counts_its_records(tmp_path: Path, cli: CliRun) -> None:
+    """`hfrelease ledger merge ledgers/*` on one matrix entry's download (extracted flat by download-artifact
+    >= v5) adds its record; records nested too deep exit 2 naming them, never "0 added" with exit 0."""
+    from hfrelease.errors import ExitCode
+    from hfrelease.ledger.store import Ledger
+    from tests.ledger.test_ledger_store import make_record
+
+    written = Ledger(tmp_path / "ledgers").write(make_record())
+    code, _, err = cli(["ledger", "merge", str(written.parent), "--into", str(tmp_path / "main")])
+    assert code == 0 and "1 added" in err
+    assert (tmp_path / "main" / written.relative_to(tmp_path / "ledgers")).read_bytes() == written.read_bytes()
+    code, _, err = cli(["ledger", "merge", str(tmp_path), "--into", str(tmp_path / "other")])
+    assert code == ExitCode.USAGE and "none where a ledger keeps its records" in err
