@@ -18,6 +18,8 @@ Steps (stdlib only: the far side runs it with the image's python3 before anythin
            stream, each wheel checked against carry.json, then
            `pip install --no-index --no-deps --no-compile --target DIR` (or `--dry-run`, resolving among the
            carried wheels only: the rehearsal tests/test_device_carry.py runs).
+  resplit  the parts cut again at another --part-mib, without compressing again (the working tree that
+           travels with each call grew: 24 MiB at the second H200 run, so 48 MiB parts no longer fitted).
   plan     which paths to carry in which call.
 
 Where the list came from (scripts/device/README.md): `uv pip compile` of vllm==0.26.0, lm-eval[api]==0.4.13,
@@ -294,6 +296,30 @@ def install(carry: Path, target: Path | None, *, dry_run: bool = False, requirem
 
 # --- plan ---------------------------------------------------------------------------------------------------
 
+def resplit(carry: Path, part_mib: float) -> list[Path]:
+    """The stream of `carry`'s parts cut again into parts of at most `part_mib`; SHA256SUMS and carry.json
+    rewritten to name them (the stream's own sha256 is checked first: a wrong part stops it)."""
+    manifest = json.loads((carry / "carry.json").read_text(encoding="utf-8"))
+    old_parts = verify_parts(carry)
+    with tempfile.TemporaryDirectory(dir=carry) as scratch:
+        stream = Path(scratch) / "carry.tar.xz"
+        with stream.open("wb") as dst:
+            for part in old_parts:
+                with part.open("rb") as src:
+                    shutil.copyfileobj(src, dst, CHUNK)
+        if sha256_file(stream) != manifest["stream"]["sha256"]:
+            raise CarryError("the joined parts do not make up the stream carry.json names: carry them again")
+        for part in old_parts:
+            part.unlink()
+        parts = split(stream, carry, int(part_mib * MIB))
+    manifest["parts"] = [part.name for part in parts]
+    sums = [f"{sha256_file(part)}  {part.name}" for part in parts]
+    sums.append(f"{manifest['stream']['sha256']}  carry.tar.xz")
+    (carry / "SHA256SUMS").write_text("\n".join(sums) + "\n", encoding="utf-8")
+    (carry / "carry.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return parts
+
+
 def plan(carry: Path, *, relative_to: Path) -> list[list[str]]:
     """The carry list of each call: the metadata with the first part, one part a call."""
     manifest = json.loads((carry / "carry.json").read_text(encoding="utf-8"))
@@ -321,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     i.add_argument("--dry-run", action="store_true")
     i.add_argument("--wheels", type=Path, help="keep the unpacked wheels here")
     i.add_argument("--require", action="append", help="with --dry-run: what to resolve (default: every wheel)")
+    r = sub.add_parser("resplit", help="cut the parts again at another size (no recompression)")
+    r.add_argument("carry", type=Path)
+    r.add_argument("--part-mib", type=float, required=True)
     q = sub.add_parser("plan", help="which paths to carry in which call")
     q.add_argument("carry", type=Path)
     q.add_argument("--root", type=Path, default=Path.cwd())
@@ -336,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "install":
             return install(args.carry, args.target, dry_run=args.dry_run, requirements=args.require,
                            wheels=args.wheels)
+        elif args.command == "resplit":
+            parts = resplit(args.carry, args.part_mib)
+            print(f"{len(parts)} parts: " + ", ".join(f"{p.name} {p.stat().st_size / MIB:.1f} MiB" for p in parts))
         else:
             for n, paths in enumerate(plan(args.carry, relative_to=args.root), 1):
                 print(f"call {n}: carry {json.dumps(paths)}")

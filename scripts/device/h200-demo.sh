@@ -5,8 +5,9 @@
 # through $OUT.
 #
 #   scripts/device/h200-demo.sh install          verify + reassemble the parts, pip install --target, smoke test
-#   scripts/device/h200-demo.sh eval ARGS...     hfrelease eval ARGS on build/device/h200/model_cards/demo, then
-#                                                the ledger and the run logs packed into $OUT
+#   scripts/device/h200-demo.sh eval ARGS...     hfrelease eval ARGS on build/device/h200/model_cards/demo (or
+#                                                $FAMILY there), then the ledger and the run logs packed into
+#                                                $OUT as results-NAME.tar.gz, runs-NAME.tar.gz, eval-NAME.log
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
@@ -58,12 +59,15 @@ PY
     # '/work/main/build/demo/tasks/demo_arith.jsonl'".
     [[ -e "$ROOT/build/demo" ]] || ln -sfn device/h200/build/demo "$ROOT/build/demo"
     cd "$WORK"
+    family="${FAMILY:-model_cards/demo}"
+    name="$(basename "$family")"
     status=0
     timeout --signal=TERM --kill-after=20 "${EVAL_TIMEOUT:-520}" \
-      python3 -m hfrelease eval model_cards/demo --run-dir "$WORK/runs" "$@" 2>&1 | tee "$OUT/eval.log" || status=$?
-    echo "hfrelease eval exit status: $status" | tee -a "$OUT/eval.log"
-    tar -czf "$OUT/results.tar.gz" -C "$WORK/model_cards/demo" results
-    tar -czf "$OUT/runs.tar.gz" --exclude='*.safetensors' -C "$WORK" runs 2>/dev/null || true
+      python3 -m hfrelease eval "$family" --run-dir "$WORK/runs-$name" "$@" 2>&1 | tee "$OUT/eval-$name.log" \
+      || status=$?
+    echo "hfrelease eval exit status: $status" | tee -a "$OUT/eval-$name.log"
+    tar -czf "$OUT/results-$name.tar.gz" -C "$WORK/$family" results
+    tar -czf "$OUT/runs-$name.tar.gz" --exclude='*.safetensors' -C "$WORK" "runs-$name" 2>/dev/null || true
     exit "$status"
     ;;
   *)
