@@ -35,6 +35,8 @@ from typing import Any
 from hfrelease import shell
 from hfrelease.errors import MeasurementError
 from hfrelease.evaluation.gate_run import GateRun
+from hfrelease.evaluation.idle_watch import idle_watched_runner
+from hfrelease.evaluation.timeouts import gate_request_timeout
 from hfrelease.manifest import Gate
 from hfrelease.redact import public_environment
 
@@ -65,8 +67,12 @@ def run_custom_gate(
     what it reports."""
     with tempfile.TemporaryDirectory(prefix="hfrelease-gate-") as tmp:
         out = Path(tmp) / "report.json"
+        what = f"custom gate {gate.id!r}"
+        # No harness counts a custom gate's requests, so the stall watchdog cannot tell a hung gate from a
+        # busy one; the server's own counters can (hfrelease.evaluation.idle_watch).
+        runner = idle_watched_runner(base_url, limit=gate_request_timeout(gate), what=what)
         shell.run(custom_gate_argv(gate, base_url=base_url, model=model, out=out), env=public_environment(),
-                  cwd=cwd, echo=echo, error=MeasurementError, what=f"custom gate {gate.id!r}",
+                  cwd=cwd, echo=echo, error=MeasurementError, what=what, runner=runner,
                   hint="Run the command above by hand against the server to see why it failed.")
         try:
             report = json.loads(out.read_text(encoding="utf-8"))
