@@ -1,7 +1,8 @@
 """The Jinja environment cards are rendered in: sandboxed, strict, Markdown-escaping, confined loader.
 
 - `SandboxedEnvironment`: a family may override partials from `model_cards/<family>/templates/`; a
-  template there must not reach Python internals (`''.__class__.__mro__`).
+  template there must not reach Python internals (`''.__class__.__mro__`), nor work without bound
+  (`hfrelease.cards.template_bounds`).
 - `StrictUndefined`: a value the context lacks is an error naming it, never an empty cell.
 - `finalize`: every printed value that is not `Markdown` is escaped (autoescape for Markdown), and a
   printed `None` is an error: it is always a context bug, never something to show a reader.
@@ -15,9 +16,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from jinja2 import BaseLoader, Environment, StrictUndefined, TemplateNotFound
-from jinja2.sandbox import SandboxedEnvironment
 
 from hfrelease.cards.errors import CardError
+from hfrelease.cards.template_bounds import BoundedSandbox
 from hfrelease.cards.text import escape_markdown
 from hfrelease.resources import templates_dir
 
@@ -54,12 +55,12 @@ def _finalize(value: object) -> object:
     return escape_markdown(value)
 
 
-def card_environment(family_templates: Path | None = None) -> SandboxedEnvironment:
+def card_environment(family_templates: Path | None = None) -> BoundedSandbox:
     """The environment of a family's cards: its own overrides first, then hfrelease's templates."""
     roots = [templates_dir() / CARD_TEMPLATES]
     if family_templates is not None and family_templates.is_dir():
         roots.insert(0, family_templates)
-    return SandboxedEnvironment(
+    return BoundedSandbox(
         loader=ConfinedLoader(roots), undefined=StrictUndefined, autoescape=False, finalize=_finalize,
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
     )
