@@ -21,7 +21,10 @@ from hfrelease.manifest import Artifact, Manifest
 
 RESERVED = (MANIFEST_NAME, ".gitattributes")  # the Hub's .gitattributes stays as the repo has it
 RENDERED = {"README.md": "card", "CITATION.cff": "citation", "citation.bib": "citation"}
-RENDERED_DIRS = {"plots": (".png", ".svg", ".jpg", ".jpeg", ".webp"), ".eval_results": (".yaml", ".yml")}
+RENDERED_DIRS = {"plots": (".png", ".svg", ".jpg", ".jpeg", ".webp"), ".eval_results": (".yaml", ".yml"),
+                 "every_eval_ever": (".json", "_samples.jsonl")}
+# Rendered folders whose files nest: Every Eval Ever's datastore layout, data/{gate}/{owner}/{model}/.
+NESTED_DIRS = {"every_eval_ever"}
 PLUGIN_PREFIX = "vllm_plugin/"
 LEDGER_PREFIX = "ledger/"
 SAMPLES_SUFFIX = ".samples.jsonl.gz"
@@ -330,7 +333,8 @@ def _gather_rendered(manifest: Manifest, artifact: Artifact, found: Candidates, 
             continue
         first, _, rest = rel.partition("/")
         rendered = rel in RENDERED or (
-            rest and "/" not in rest and first in RENDERED_DIRS and rest.lower().endswith(RENDERED_DIRS[first])
+            rest and ("/" not in rest or first in NESTED_DIRS) and first in RENDERED_DIRS
+            and rest.lower().endswith(RENDERED_DIRS[first])
         )
         if not rendered:
             verdict = admit(path, tree=found.tree, kind=Kind.DECLARED, name=rel)

@@ -80,7 +80,8 @@ def role_of(repo_path: str) -> str:
     """What a file is, in the plan's words (weights, config, tokenizer, card...)."""
     name = PurePosixPath(repo_path).name
     first = repo_path.split("/", 1)[0]
-    roles = {"plots": "plot", ".eval_results": "eval-results", "vllm_plugin": "plugin", "ledger": "ledger-record"}
+    roles = {"plots": "plot", ".eval_results": "eval-results", "vllm_plugin": "plugin", "ledger": "ledger-record",
+             "every_eval_ever": "eval-record"}
     if first in roles and "/" in repo_path:
         return roles[first]
     if name.endswith(".safetensors"):

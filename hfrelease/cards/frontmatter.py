@@ -7,6 +7,14 @@ close the front matter or inject keys.
 a YAML list of `{dataset: {id, task_id}, value, date, source: {url, name}, notes}` whose dataset must be
 a registered Hub Benchmark. Results go to benchmark leaderboards, so only gates that ran the *full*
 benchmark (no `limit`) are written: a 100-sample GSM8K subset is not a leaderboard score.
+
+Each gate is its own model-index result: huggingface_hub groups `EvalResult`s by (task type, dataset type,
+config, split, revision) (`EvalResult.unique_identifier`), and the Hub's sidebar shows one entry per group,
+so two gates on one task (`arith` and `arith-sampled`) would merge into one entry with two values.
+`dataset.config` is the gate id; `dataset.type` is the Hub dataset the gate's lm-eval task loads (its task
+YAML's `dataset_path`) where there is one, else the task (or gate) name. Every result's `source.url` is the
+evidence: the gate's Every Eval Ever record (`every_eval_ever.py`) in the repo at the release tag, which
+names the ledger records it was exported from.
 """
 
 from __future__ import annotations
@@ -14,9 +22,9 @@ from __future__ import annotations
 import yaml
 from huggingface_hub import EvalResult, ModelCardData
 
+from hfrelease.cards.evidence import at_tag, record_path
 from hfrelease.cards.fidelity import accuracy_gates
-from hfrelease.cards.measurements import FamilyMeasurements
-from hfrelease.cards.text import hub_url
+from hfrelease.cards.measurements import FamilyMeasurements, GateResult
 from hfrelease.cards.text import strip_invisible as _strip
 from hfrelease.manifest import Artifact, Gate, Manifest
 
@@ -31,15 +39,33 @@ def strip_invisible(text: str) -> str:
     """One line without invisible characters: front-matter strings never span lines."""
     return " ".join(_strip(text).split())
 
-# lm-eval task name prefix -> (Hub Benchmark dataset, task id). Benchmarks registered on the Hub as of
-# the eval-results docs; extend as more are registered. Task ids as the Hub's own result files name them
-# (Hugging Face staff's .eval_results/gpqa.yaml in MiniMaxAI/MiniMax-M2.5, commit f710177: `diamond`).
-BENCHMARKS = {
-    "gpqa_diamond": ("Idavidrein/gpqa", "diamond"),
-    "mmlu_pro": ("TIGER-Lab/MMLU-Pro", "mmlu_pro"),
-    "hle": ("cais/hle", "hle"),
-    "aime": ("aime-ai/aime", "default"),
+# lm-eval task -> the Hub dataset its task YAML loads (`dataset_path`; for a group, every task of the group),
+# read from lm-eval 0.4.13's own task definitions and checked against the installed lm-eval's task index by
+# tests/cards/test_frontmatter.py. Exact names: a prefix would be wrong (`gsm8k_platinum` loads
+# madrylab/gsm8k-platinum, `mmlu_pro_plus` saeidasgari/mmlu-pro-plus, `ifeval_ca` projecte-aina/IFEval_ca).
+HUB_DATASETS = {
+    **dict.fromkeys(("gsm8k", "gsm8k_cot", "gsm8k_cot_zeroshot", "gsm8k_cot_llama", "gsm8k_cot_self_consistency"),
+                    "openai/gsm8k"),
+    **dict.fromkeys(("gpqa_diamond_zeroshot", "gpqa_diamond_n_shot", "gpqa_diamond_cot_zeroshot",
+                     "gpqa_diamond_cot_n_shot", "gpqa_diamond_generative_n_shot"), "Idavidrein/gpqa"),
+    "mmlu_pro": "TIGER-Lab/MMLU-Pro",
+    "ifeval": "google/IFEval",
+    **dict.fromkeys(("bbh_cot_fewshot", "bbh_cot_zeroshot", "bbh_fewshot", "bbh_zeroshot"), "SaylorTwift/bbh"),
+    "aime": "gneubig/aime-1983-2024",
+    "aime24": "Maxwell-Jia/AIME_2024",
+    "aime25": "math-ai/aime25",
 }
+# lm-eval task -> (registered Hub Benchmark, its task id), only where the task loads that benchmark's own
+# dataset (HUB_DATASETS, checked by the same test). Task ids as the Hub's own result files name them
+# (Hugging Face staff's .eval_results/gpqa.yaml in MiniMaxAI/MiniMax-M2.5, commit f710177: `diamond`, the
+# GPQA configuration lm-eval's gpqa_diamond_* tasks load, `dataset_name: gpqa_diamond`). Benchmarks whose
+# lm-eval task loads another copy of the data (lm-eval's aime* tasks do not load a registered AIME benchmark;
+# no lm-eval 0.4.13 task loads cais/hle) are not written: a leaderboard entry must be that benchmark's run.
+BENCHMARKS = {
+    **{task: ("Idavidrein/gpqa", "diamond") for task, dataset in HUB_DATASETS.items() if dataset == "Idavidrein/gpqa"},
+    "mmlu_pro": ("TIGER-Lab/MMLU-Pro", "mmlu_pro"),
+}
+EVIDENCE_NAME = "Every Eval Ever record (hfrelease ledger)"  # how a result's source link reads on the Hub
 REQUIRED_KEYS = ("license", "language", "library_name", "pipeline_tag", "tags")
 
 
@@ -111,14 +137,13 @@ def card_data(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifa
         result = measured.gate(artifact.id, gate.id)
         if result is None or result.value is None:
             continue
-        record = result.entry.record
         results.append(EvalResult(
-            task_type=family.pipeline_tag, dataset_type=strip_invisible(gate.task or gate.id),
-            dataset_name=strip_invisible(gate.label or gate.id), metric_type=strip_invisible(metric_id(gate.metric)),
-            metric_name=strip_invisible(metric_name(gate.metric)),
+            task_type=family.pipeline_tag, dataset_type=strip_invisible(dataset_type(gate)),
+            dataset_config=gate.id, dataset_name=strip_invisible(gate.label or gate.id),
+            metric_type=strip_invisible(metric_id(gate.metric)), metric_name=strip_invisible(metric_name(gate.metric)),
             metric_value=scaled(manifest, measured, gate.id, result.value),
-            dataset_args={"n": record.n, "mode": gate.mode, **_seed_args(gate), "max_tokens": gate.max_tokens},
-            verified=False, source_name="hfrelease ledger", source_url=hub_url(artifact.repo),
+            dataset_args=dataset_args(gate, result.entry.record.n), verified=False,
+            source_name=EVIDENCE_NAME, source_url=evidence_url(manifest, artifact, result),
         ))
     data = ModelCardData(
         license=family.license, language=list(family.languages), base_model=base, library_name=library_name(artifact),
@@ -136,6 +161,35 @@ def _seed_args(gate: Gate) -> dict[str, int | list[int]]:
     return {"seed": gate.seed} if gate.seeds is None else {"seeds": list(gate.seeds)}
 
 
+def hub_dataset(gate: Gate) -> str | None:
+    """The Hub dataset the gate's lm-eval task loads, where `HUB_DATASETS` knows it."""
+    return HUB_DATASETS.get(gate.task) if gate.task is not None else None
+
+
+def dataset_type(gate: Gate) -> str:
+    """model-index `dataset.type`: the Hub dataset id where the task loads one, else the task or gate name."""
+    return hub_dataset(gate) or gate.task or gate.id
+
+
+def dataset_args(gate: Gate, n: int) -> dict[str, object]:
+    """What makes this gate's figure this gate's: n, mode, seed(s), and the sampling and limit where set."""
+    args: dict[str, object] = {"n": n, "mode": gate.mode, **_seed_args(gate), "max_tokens": gate.max_tokens}
+    if gate.task is not None:
+        args["task"] = gate.task
+    if gate.limit is not None:
+        args["limit"] = gate.limit
+    if gate.temperature:
+        args["temperature"] = gate.temperature
+    if gate.top_p is not None:
+        args["top_p"] = gate.top_p
+    return args
+
+
+def evidence_url(manifest: Manifest, artifact: Artifact, result: GateResult) -> str:
+    """The gate's Every Eval Ever record in the artifact's repo at the release tag."""
+    return at_tag(manifest, artifact, record_path(artifact, result.gate, [e.name for e in result.entries]))
+
+
 def eval_result_files(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) -> dict[str, str]:
     """`.eval_results/<gate>.yaml` for each full-benchmark gate of a registered Hub Benchmark."""
     files: dict[str, str] = {}
@@ -143,7 +197,7 @@ def eval_result_files(manifest: Manifest, measured: FamilyMeasurements, artifact
         result = measured.gate(artifact.id, gate.id)
         if result is None or result.value is None or gate.task is None or gate.limit is not None:
             continue
-        benchmark = next((v for k, v in BENCHMARKS.items() if gate.task.startswith(k)), None)
+        benchmark = BENCHMARKS.get(gate.task)
         if benchmark is None:
             continue
         record = result.entry.record
@@ -154,7 +208,7 @@ def eval_result_files(manifest: Manifest, measured: FamilyMeasurements, artifact
             # `value: 85.2` in Hugging Face staff's .eval_results/gpqa.yaml of MiniMaxAI/MiniMax-M2.5).
             "value": scaled(manifest, measured, gate.id, result.value),
             "date": record.started_at,  # ISO-8601 datetime, as the docs give it
-            "source": {"url": hub_url(artifact.repo), "name": "Model Card"},
+            "source": {"url": evidence_url(manifest, artifact, result), "name": EVIDENCE_NAME},
             "notes": strip_invisible(
                 f"{gate.mode}, lm-eval {record.versions.get('lm_eval', '')} task {gate.task}, metric {gate.metric}, "
                 f"n={record.n}, " + ", ".join(f"{k} {v}" for k, v in _seed_args(gate).items())

@@ -1,8 +1,8 @@
 """Render a family's cards: a pure function of (inputs, templates) → the files of each card directory.
 
-Per artifact: README.md (front matter + body), CITATION.cff, citation.bib, plots/*.png and
-.eval_results/*.yaml. Nothing is written here (`write.py` does that), so tests and `--diff` compare
-rendered bytes directly.
+Per artifact: README.md (front matter + body), CITATION.cff, citation.bib, plots/*.png,
+.eval_results/*.yaml and every_eval_ever/data/... (the gates' Every Eval Ever records). Nothing is written
+here (`write.py` does that), so tests and `--diff` compare rendered bytes directly.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from huggingface_hub import ModelCard
 from jinja2 import TemplateError, UndefinedError
 from jinja2.sandbox import SandboxedEnvironment
 
-from hfrelease.cards import citation, frontmatter
+from hfrelease.cards import citation, every_eval_ever, frontmatter
 from hfrelease.cards.context import build_context
 from hfrelease.cards.environment import card_environment
 from hfrelease.cards.errors import CardError
@@ -23,7 +23,6 @@ from hfrelease.cards.inputs import CardInputs
 from hfrelease.cards.measurements import FamilyMeasurements, measure_family
 from hfrelease.cards.numbers import NumberRow
 from hfrelease.cards.plots import PlotData, draw
-from hfrelease.cards.template_bounds import render_bounded
 from hfrelease.cards.view import Context
 from hfrelease.manifest import Artifact
 
@@ -87,6 +86,8 @@ def render_card(
     }
     for name, content in frontmatter.eval_result_files(manifest, measured, artifact).items():
         files[name] = content.encode()
+    for name, content in every_eval_ever.export_files(manifest, measured, artifact).items():
+        files[name] = content.encode()
     if plots:
         cache = drawn if drawn is not None else {}
         for plot in plot_data:
@@ -100,7 +101,7 @@ def render_body(environment: SandboxedEnvironment, kind: str, context: Context) 
     """The Markdown body for a card kind; a value the context lacks is a `CardError` naming it."""
     name = f"{kind}.md.j2"
     try:
-        body = render_bounded(environment.get_template(name), context)
+        body = environment.get_template(name).render(context)
     except UndefinedError as exc:
         raise CardError(f"card template for {kind!r} artifacts needs a value the context lacks: {exc.message}",
                         hint="A family template override may use a name hfrelease does not provide; "

@@ -1,8 +1,8 @@
 """Writing rendered cards into `model_cards/<family>/<artifact-id>/`, and diffing against the last render.
 
 The last render is what is on disk (rendered cards are committed), so `--diff` compares with it. Files
-are written atomically; a plot or `.eval_results` file the new render no longer makes is removed, so a
-card directory never keeps an orphan the bundle would upload.
+are written atomically; a plot, `.eval_results` or Every Eval Ever file the new render no longer makes is
+removed, so a card directory never keeps an orphan the bundle would upload.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from hfrelease.atomic import write_atomic
 from hfrelease.cards.render import RenderedFamily
 
-GENERATED_DIRS = ("plots", ".eval_results")
+GENERATED_DIRS = ("plots", ".eval_results", "every_eval_ever")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,8 +42,9 @@ def plan_changes(rendered: RenderedFamily, family_root: Path) -> list[FileChange
             folder = directory / generated
             if not folder.is_dir():
                 continue
-            for path in sorted(folder.iterdir()):
-                if path.is_file() and f"{generated}/{path.name}" not in card.files:
+            # every_eval_ever/ nests its records (data/{gate}/{owner}/{model}/): every level is looked at.
+            for path in sorted(folder.rglob("*")):
+                if path.is_file() and path.relative_to(directory).as_posix() not in card.files:
                     changes.append(FileChange(path=path, old=path.read_bytes(), new=None))
     return changes
 
@@ -52,6 +53,11 @@ def apply_changes(changes: list[FileChange]) -> None:
     for change in changes:
         if change.new is None:
             change.path.unlink()
+            # A record's folder left empty (the gate gone, its owner renamed) goes too, up to every_eval_ever/.
+            parent = change.path.parent
+            while parent.name != GENERATED_DIRS[-1] and parent.parent != parent and not any(parent.iterdir()):
+                parent.rmdir()
+                parent = parent.parent
         else:
             write_atomic(change.path, change.new)
 

@@ -233,3 +233,20 @@ def test_hash_cache_shared_by_threads_keeps_every_digest(tmp_path: Path) -> None
     reloaded = HashCache(tmp_path / "c.json")  # what the last save wrote holds all 32
     assert [d.sha256 for d in hash_files(tmp_path / "w", names, reloaded)] == [d.sha256 for d in digests]
     assert reloaded.bytes_read == 0
+
+
+def test_every_eval_ever_records_ship_with_the_card(family: Path) -> None:
+    """The rendered card's Every Eval Ever records (nested as that project's datastore nests them) are
+    published with it; any other file nested in a rendered folder, or another suffix there, is still refused."""
+    folder = family / "q0" / "every_eval_ever" / "data" / "g" / "tiny" / "q0"
+    folder.mkdir(parents=True)
+    (folder / "0b26e9a8-e23d-47ba-9706-1dc6e34db6c4.json").write_text('{"schema_version": "0.3.0"}\n')
+    (folder / "0b26e9a8-e23d-47ba-9706-1dc6e34db6c4_samples.jsonl").write_text('{"sample_id": "0"}\n')
+    roles = {f.path: f.role for f in _bundle(family).repos[0].files if f.path.startswith("every_eval_ever/")}
+    assert roles == {"every_eval_ever/data/g/tiny/q0/0b26e9a8-e23d-47ba-9706-1dc6e34db6c4.json": "eval-record",
+                     "every_eval_ever/data/g/tiny/q0/0b26e9a8-e23d-47ba-9706-1dc6e34db6c4_samples.jsonl": "eval-record"}
+    (folder / "notes.txt").write_text("hello\n")
+    (family / "q0" / "plots" / "old").mkdir(parents=True)
+    (family / "q0" / "plots" / "old" / "load.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    refused = _refusals(family)
+    assert len(refused) == 2 and any("notes.txt" in r for r in refused) and any("old/load.png" in r for r in refused)
