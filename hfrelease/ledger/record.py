@@ -53,10 +53,14 @@ _SAMPLES_FILE = r"^[A-Za-z0-9][A-Za-z0-9._-]*\.samples\.jsonl\.gz$"
 # names (`RAW_FILE`) whose bytes match the hash in the name.
 _BARE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # A fidelity gate's record names its raw `/v1/completions` responses in `extra["fidelity_raw"]`.
-RAW_FILE = re.compile(
-    r"^[A-Za-z0-9][A-Za-z0-9._-]*-(?P<sha>[0-9a-f]{12})\.(?P<type>bench\.jsonl|metrics\.txt|fidelity\.jsonl)$")
-RAW_KEYS = {"raw": "bench.jsonl", "metrics_raw": "metrics.txt", "fidelity_raw": "fidelity.jsonl"}  # extra key -> type
-_RAW_KEYS_OF: dict[str, tuple[str, ...]] = {"speed": ("raw", "metrics_raw"), "speed-sweep": ("raw", "metrics_raw"),
+RAW_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*-(?P<sha>[0-9a-f]{12})"
+                      r"\.(?P<type>bench\.jsonl|metrics\.txt|fidelity\.jsonl|requests\.jsonl)$")
+# A batch-1 speed point names its per-request outputs and counters in `extra["requests_raw"]`
+# (`hfrelease.speed.per_request`).
+RAW_KEYS = {"raw": "bench.jsonl", "metrics_raw": "metrics.txt", "fidelity_raw": "fidelity.jsonl",
+            "requests_raw": "requests.jsonl"}  # extra key -> type
+_RAW_KEYS_OF: dict[str, tuple[str, ...]] = {"speed": ("raw", "metrics_raw", "requests_raw"),
+                                            "speed-sweep": ("raw", "metrics_raw"),
                                             "gate": ("fidelity_raw",)}
 # Flags whose value is a credential: the flag's last word is a secret word (`--api-key`, `--hf-token`).
 # Matching the last word, not a substring, keeps `--max-num-batched-tokens 8192` in the serve command.

@@ -144,6 +144,9 @@ class Draft(Table):
     # Mean acceptance length: tokens per verify step, 1 + accepted / drafts (1 = every draft rejected).
     min_acceptance_length: Annotated[float, Field(ge=1.0)] | None = None
     min_speedup: Annotated[float, Field(gt=0.0)] | None = None  # batch-1 output tok/s over no speculation
+    # At temperature 0, the share of a workload's prompts whose output tokens with the draft equal no
+    # speculation's on the same vLLM build (measured, `hfrelease.speed.acceptance`): below it, the draft fails.
+    min_identical_outputs: Fraction | None = None
     # The draft x target matrix: measure the draft against every artifact it is compatible with as a target
     # (same tokenizer files and vocabulary size as its trained target, checked on the files:
     # `hfrelease.speed.matrix`), on every workload that serves it, each beside that target without
@@ -284,11 +287,18 @@ class Speculative(Table):
     draft: Slug | None = None  # the draft artifact, for eagle3 / eagle / draft_model / mtp
     prompt_lookup_min: PositiveInt | None = None  # ngram only
     prompt_lookup_max: PositiveInt | None = None  # ngram only
+    # vLLM's verification (`rejection_sample_method`): "standard" (the default) keeps the target's outputs;
+    # "synthetic" accepts drafts at a set rate whatever the target says (a lossy mode, for load tests), with
+    # `synthetic_acceptance_length` its mean acceptance length; "block" verifies the drafts jointly.
+    rejection_sample_method: Literal["standard", "synthetic", "block"] | None = None
+    synthetic_acceptance_length: Annotated[float, Field(ge=1.0)] | None = None
 
     @model_validator(mode="after")
     def _method_fields(self) -> Speculative:
         if self.id == "none":
             raise ValueError("'none' is reserved for serving without speculation")
+        if (self.rejection_sample_method == "synthetic") != (self.synthetic_acceptance_length is not None):
+            raise ValueError("synthetic_acceptance_length is set exactly when rejection_sample_method = 'synthetic'")
         if self.method == "ngram":
             if self.draft is not None:
                 raise ValueError("ngram speculation takes no draft artifact")

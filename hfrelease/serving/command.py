@@ -74,6 +74,10 @@ def speculative_config(
         config["model"] = draft_model
         if draft_revision is not None:
             config["revision"] = draft_revision
+    if spec.rejection_sample_method is not None:
+        config["rejection_sample_method"] = spec.rejection_sample_method
+    if spec.synthetic_acceptance_length is not None:
+        config["synthetic_acceptance_length"] = spec.synthetic_acceptance_length
     return config
 
 

@@ -41,7 +41,7 @@ from hfrelease.errors import EnvironmentProblem, MeasurementError
 PERCENTILES = (50, 90, 99)
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 # Bumped when the way hfrelease calls the benchmark changes what it measures: part of every input key.
-PROTOCOL = 2
+PROTOCOL = 3
 
 # Runs one `vllm bench serve` argv to completion, its output going to the log file.
 BenchRunner = Callable[[Sequence[str], Path], None]

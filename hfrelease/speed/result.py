@@ -26,6 +26,10 @@ class SpeedRow:
     reason: str | None = None
     speedup: float | None = None  # output tok/s over the same point without speculation
     input_len: int | None = None  # a context sweep's point (`Workload.input_lens`)
+    greedy: bool = True  # measured at temperature 0 (where outputs with and without speculation must agree)
+    # 95 % intervals of acceptance figures resampled over prompts (`hfrelease.speed.acceptance`); {} without
+    # a per-request pass
+    acceptance_intervals: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def throughput(self) -> float:
@@ -41,12 +45,7 @@ class SpeedRow:
 
 def row_from_record(record: LedgerRecord, *, origin: Literal["measured", "recorded"]) -> SpeedRow:
     extra = record.extra
-    spread_raw = extra.get("spread")
-    spread: dict[str, list[float]] = {}
-    if isinstance(spread_raw, dict):
-        for name, pair in spread_raw.items():
-            if isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int | float) for v in pair):
-                spread[name] = [float(v) for v in pair if isinstance(v, int | float)]
+    spread = _pairs(extra.get("spread"))
     concurrency = extra.get("concurrency")
     failed = extra.get("failed")
     repeats = extra.get("repeats")
@@ -65,4 +64,16 @@ def row_from_record(record: LedgerRecord, *, origin: Literal["measured", "record
         repeats=repeats if isinstance(repeats, int) else 0,
         reason=record.void_reason,
         input_len=input_len if isinstance(input_len, int) and not isinstance(input_len, bool) else None,
+        greedy=record.generation.get("temperature", 0) == 0,
+        acceptance_intervals=_pairs(extra.get("acceptance_intervals")),
     )
+
+
+def _pairs(value: object) -> dict[str, list[float]]:
+    """The [low, high] pairs of a record's `extra` mapping; anything else left out."""
+    found: dict[str, list[float]] = {}
+    if isinstance(value, dict):
+        for name, pair in value.items():
+            if isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int | float) for v in pair):
+                found[name] = [float(v) for v in pair if isinstance(v, int | float)]
+    return found

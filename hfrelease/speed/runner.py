@@ -14,7 +14,7 @@ import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,10 +32,18 @@ from hfrelease.serving.stall import Progress, StallWatch
 from hfrelease.speed import bench
 from hfrelease.speed.best_record import record_best_configs
 from hfrelease.speed.metrics import parse_counters, relevant_lines, scrape
+from hfrelease.speed.per_request import PerRequest, send_each
 from hfrelease.speed.plan import PointJob, SpeedPlan, SpeedServerJob
+from hfrelease.speed.point_requests import (
+    baseline_record,
+    requests_extra,
+    requests_file,
+    wants_requests,
+    with_output_match,
+)
 from hfrelease.speed.records import point_record, raw_files, write_point
 from hfrelease.speed.result import SpeedRow, row_from_record
-from hfrelease.speed.steps import point_steps, sweep_prompts
+from hfrelease.speed.steps import bench_request, point_steps, sweep_prompts
 from hfrelease.speed.summary import Repeat, summarise
 from hfrelease.speed.verdict import BestConfig, DraftCheck, best_configs, draft_checks, with_speedups
 
@@ -252,6 +260,10 @@ class SpeedSession:
                     record, files = _measure(self.plan, job, point, server=server, command=command,
                                              run_dir=self.run_dir, events=events, bench_runner=self.bench_runner,
                                              timing=self.timing)
+                    if job.speculative is not None:
+                        # Its outputs against no speculation's (measured first: none's servers come first).
+                        baseline = baseline_record(self.plan, job, point, self.measured)
+                        record = with_output_match(record, files, baseline, self.ledger)
                     self.written += write_point(self.ledger, record, files)
                     self.measured[point.input_key] = record
             except ServerError as exc:
@@ -305,10 +317,16 @@ def serve_command(plan: SpeedPlan, job: SpeedServerJob, *, port: int, vllm: str 
     local files, or from the pinned Hub commits when a dry run has not downloaded them)."""
     files = model_files(job.artifact, job.model_dir)
     draft = model_files(job.draft, job.draft_dir) if job.draft else None
-    return build_serve_command(plan.manifest, job.artifact, model=files.name, revision=files.revision,
-                               speculative=job.speculative, draft_model=draft.name if draft else None,
-                               draft_revision=draft.revision if draft else None, host="127.0.0.1", port=port,
-                               vllm=vllm)
+    command = build_serve_command(plan.manifest, job.artifact, model=files.name, revision=files.revision,
+                                  speculative=job.speculative, draft_model=draft.name if draft else None,
+                                  draft_revision=draft.revision if draft else None, host="127.0.0.1", port=port,
+                                  vllm=vllm)
+    if job.speculative is None:
+        return command  # vLLM refuses the option below without speculation
+    # Each answer then carries its own verify steps (`metrics.speculative_decoding`): the per-request pass's
+    # acceptance (`hfrelease.speed.per_request`). A measurement option, not a serving one: the card's
+    # command (`job.public`) leaves it out.
+    return replace(command, argv=(*command.argv, "--per-request-spec-decode-metrics", "detailed"))
 
 
 def _start(
@@ -403,6 +421,19 @@ def _bench(
     server.check_alive()
 
 
+def _per_request(plan: SpeedPlan, job: SpeedServerJob, point: PointJob, *, server: VllmServer, run_dir: Path,
+                 events: SpeedEvents) -> PerRequest | None:
+    """The point's per-request pass (`hfrelease.speed.per_request`), for the points that have one."""
+    if not wants_requests(job, point):
+        return None
+    events.point_progress(job.label, point.label, f"each of {point.num_prompts} prompts alone")
+    request = bench_request(plan, job, point, base_url=server.endpoint.base_url, run_dir=run_dir)
+    depth = job.speculative.num_speculative_tokens if job.speculative else 0
+    found = send_each(request, timeout=workload_request_timeout(point.workload), depth=depth)
+    server.check_alive()
+    return found
+
+
 def _measure(
     plan: SpeedPlan, job: SpeedServerJob, point: PointJob, *, server: VllmServer, command: ServeCommand,
     run_dir: Path, events: SpeedEvents, bench_runner: bench.BenchRunner, timing: Timing,
@@ -442,15 +473,20 @@ def _measure(
             raw.append((bench.display(step.argv), content, snapshots))
             events.point_progress(job.label, point.label, f"repeat {step.repeat + 1}/{workload.repeats}: "
                                                           f"{result.output_throughput:.1f} tok/s")
+        per_request = _per_request(plan, job, point, server=server, run_dir=run_dir, events=events)
     except MeasurementError as exc:
         # The benchmark itself failed (bad arguments, unreadable result): this point is void, the server
         # and the other points are fine.
-        failure = exc.message
+        failure, per_request = exc.message, None
     summary = summarise(repeats) if repeats else None
     files = raw_files(point, raw)
     record = point_record(plan, job, point, summary, raw, files, command=command, started_at=started_at,
                      duration=time.monotonic() - t0, failure=failure, memory=server.memory(),
                      served=server.runtime())
+    if per_request is not None:
+        name, data = requests_file(point, per_request.to_jsonl())
+        files.append((name, data))
+        record = record.model_copy(update={"extra": {**record.extra, **requests_extra(per_request, name)}})
     text = (f"{record.metrics['output_throughput'].value:.1f} tok/s" if record.status == "ok"
             else f"void: {record.void_reason}")
     events.point_progress(job.label, point.label, text)

@@ -10,7 +10,9 @@ its acceptance measured (the speculative counters of /metrics; a point without t
 or not: a draft whose acceptance was never measured is not released), reach `min_acceptance_rate`,
 `min_acceptance_length` and `min_speedup` over no speculation on the same workload, and be served
 with the artifact it was trained against (`target`): acceptance measured against another verifier
-says little about the one the card names.
+says little about the one the card names. The acceptance is the point's pooled rate; its reason quotes the
+95 % interval over prompts when the point had a per-request pass. At temperature 0, `min_identical_outputs`
+bounds the share of prompts whose output tokens equal no speculation's (losslessness, measured).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from hfrelease.manifest import Manifest
+from hfrelease.speed.acceptance import IDENTICAL, RATE
 from hfrelease.speed.result import SpeedRow
 
 NONE = "none"
@@ -86,7 +89,7 @@ def best_configs(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[BestConfi
 @dataclass(frozen=True, kw_only=True)
 class DraftCheck:
     draft_id: str
-    check: Literal["acceptance", "acceptance-length", "speedup", "target"]
+    check: Literal["acceptance", "acceptance-length", "speedup", "target", "identical-outputs"]
     artifact_id: str
     workload_id: str
     speculative: str
@@ -126,14 +129,14 @@ def draft_checks(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[DraftChec
                 **base, check="acceptance", value=rate, threshold=spec.min_acceptance_rate,
                 verdict="pass" if ok else "fail",
                 reason=("no acceptance counters were recorded" if rate is None else
-                        f"acceptance {rate:.3f} {'>=' if ok else '<'} {spec.min_acceptance_rate:g}"),
+                        f"acceptance {rate:.3f}{over_prompts(row)} {'>=' if ok else '<'} {spec.min_acceptance_rate:g}"),
             ))
         else:
             # No floor, but the acceptance must still be measured: it is what the card reports.
             checks.append(DraftCheck(
                 **base, check="acceptance", value=rate, threshold=None, verdict="pass" if rate is not None else "fail",
                 reason=("no acceptance counters were recorded" if rate is None else
-                        f"acceptance {rate:.3f} measured (no minimum set)"),
+                        f"acceptance {rate:.3f}{over_prompts(row)} measured (no minimum set)"),
             ))
         if spec.min_acceptance_length is not None:
             length = row.metrics.get("spec_mean_acceptance_length")
@@ -144,6 +147,8 @@ def draft_checks(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[DraftChec
                 reason=("no acceptance counters were recorded" if length is None else
                         f"mean acceptance length {length:.2f} {'>=' if ok else '<'} {spec.min_acceptance_length:g}"),
             ))
+        if spec.min_identical_outputs is not None and row.greedy:
+            checks.append(identical_outputs_check(base, row, spec.min_identical_outputs))
         if spec.min_speedup is not None:
             speedup = row.speedup
             ok = speedup is not None and speedup >= spec.min_speedup
@@ -155,3 +160,22 @@ def draft_checks(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[DraftChec
                         f"batch-1 speedup {speedup:.2f}x {'>=' if ok else '<'} {spec.min_speedup:g}x"),
             ))
     return checks
+
+
+def over_prompts(row: SpeedRow) -> str:
+    """" (95 % over prompts a-b)" when the row's acceptance has an interval resampled over prompts."""
+    pair = row.acceptance_intervals.get(RATE)
+    return f" (95 % over prompts {pair[0]:.3f}-{pair[1]:.3f})" if pair else ""
+
+
+def identical_outputs_check(base: dict[str, Any], row: SpeedRow, bound: float) -> DraftCheck:
+    """The losslessness gate: the share of the point's prompts whose output tokens equal no speculation's
+    (measured at temperature 0 on the same vLLM build) must reach `bound`; unmeasured, it fails."""
+    share = row.metrics.get(IDENTICAL)
+    ok = share is not None and share >= bound
+    return DraftCheck(
+        **base, check="identical-outputs", value=share, threshold=bound, verdict="pass" if ok else "fail",
+        reason=(f"outputs never compared with no speculation's at temperature 0 on {row.workload_id} (a batch-1 "
+                "point of each, per-request pass, same vLLM version)" if share is None else
+                f"{share:.0%} of prompts give no speculation's output tokens {'>=' if ok else '<'} {bound:.0%}"),
+    )
