@@ -33,6 +33,12 @@ CARD_COLUMN_PX = 730
 VIEWPORT_PX = 1200
 HUB_URL = "https://huggingface.co/"
 _FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.DOTALL)
+# What a page may load and run: its own styles and images, nothing else. A card's hand-written sections are
+# Markdown with inline HTML, which the Hub sanitizes before showing; the pages here are sanitized the same way
+# (`sanitize_html`) and served with this policy as a second wall, so a `<script>` in a section never runs in
+# a maintainer's browser, from `hfrelease preview` or the built-in Hub's model page.
+PAGE_CSP = ("default-src 'none'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; base-uri 'none'; "
+            "form-action 'none'; frame-ancestors 'none'")
 
 _STYLE = f"""
 * {{ box-sizing: border-box; }}
@@ -108,7 +114,22 @@ def render_markdown(body: str, *, repo_pages: Mapping[str, str] | None = None,
             attribute = {"link_open": "href", "image": "src"}.get(child.type)
             if attribute is not None:
                 child.attrSet(attribute, mapping(str(child.attrGet(attribute) or "")))
-    return str(md.renderer.render(tokens, md.options, {}))
+    return sanitize_html(str(md.renderer.render(tokens, md.options, {})))
+
+
+def sanitize_html(fragment: str) -> str:
+    """A card's HTML as the Hub shows it: scripts, event handlers, `javascript:` links and unknown tags gone.
+
+    nh3 (Rust's ammonia) with its default allow-list, which keeps what cards use (`<details>`, `<summary>`,
+    `<br>`, tables, images); plus the `text-align` style markdown-it writes on aligned table cells.
+    """
+    import nh3
+
+    cell = {"style"}
+    attributes = {**nh3.ALLOWED_ATTRIBUTES, "td": nh3.ALLOWED_ATTRIBUTES.get("td", set()) | cell,
+                  "th": nh3.ALLOWED_ATTRIBUTES.get("th", set()) | cell}
+    return nh3.clean(fragment, attributes=attributes, filter_style_properties={"text-align"},
+                     clean_content_tags={"script", "style"})
 
 
 def hub_addresses(repo: str, revision: str) -> Callable[[str], str]:
@@ -263,6 +284,10 @@ def serve_directory(root: Path, *, host: str = "127.0.0.1", port: int = 0) -> An
     class _Quiet(SimpleHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:  # the preview's requests are not news
             pass
+
+        def end_headers(self) -> None:
+            self.send_header("Content-Security-Policy", PAGE_CSP)
+            super().end_headers()
 
     server = ThreadingHTTPServer((host, port), functools.partial(_Quiet, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hfrelease.preview import hub_addresses, render_markdown, sidebar_html, split_front_matter
+from hfrelease.preview import PAGE_CSP, hub_addresses, render_markdown, sidebar_html, split_front_matter
 from tests.conftest import CliRun
 
 
@@ -25,6 +25,23 @@ def test_gfm_tables_and_inline_html_render() -> None:
     out = render_markdown(text, repo_pages={})
     assert "<table>" in out and "<td>1<br>2</td>" in out and "<s>x</s>" in out
     assert "<details><summary>s</summary>" in out
+
+
+@pytest.mark.parametrize("hostile", [
+    "<script>alert(1)</script>",
+    '<img src="plots/a.png" onerror="alert(1)">',
+    '<a href="javascript:alert(1)">x</a>',
+    '<iframe src="https://example.com"></iframe>',
+    "<style>body { display: none }</style>",
+    '<svg><script>alert(1)</script></svg>',
+    '<details open ontoggle="alert(1)"><summary>s</summary></details>',
+])
+def test_hand_written_html_is_sanitized_as_the_hub_does(hostile: str) -> None:
+    """A section's inline HTML that runs code or loads another site is gone; what cards use stays."""
+    out = render_markdown(f"# T\n\n{hostile}\n\n| a | b |\n| --: | --- |\n| 1 | 2 |\n", repo_pages={})
+    for marker in ("<script", "alert(", "javascript:", "<iframe", "<style", "onerror", "ontoggle"):
+        assert marker not in out
+    assert '<td style="text-align:right">1</td>' in out
 
 
 def test_links_to_family_repos_point_at_their_preview_pages() -> None:
@@ -84,14 +101,18 @@ def test_built_in_hub_serves_a_model_page(tmp_path: Path, isolated_hub_client: N
     from hfrelease.hub import serve
 
     token = "hf_previewtest_0123456789abcdef"
-    card = "---\nlicense: mit\n---\n# Q\n\n| a | b |\n| --- | --- |\n| 1 | 2 |\n\n![p](plots/a.png) [r](https://huggingface.co/org/ref)\n"
+    card = ("---\nlicense: mit\n---\n# Q\n\n| a | b |\n| --- | --- |\n| 1 | 2 |\n\n![p](plots/a.png) "
+            "[r](https://huggingface.co/org/ref)\n\n<script>fetch('/api/whoami-v2')</script>\n")
     with serve(tmp_path / "hub", tokens=[token]) as hub:
         api = HfApi(endpoint=hub.url, token=token)
         api.create_repo("org/q")
         commit = api.upload_file(path_or_fileobj=card.encode(), path_in_repo="README.md", repo_id="org/q")
         with urllib.request.urlopen(f"{hub.url}/org/q") as response:  # noqa: S310 - the local Hub
             page = response.read().decode()
+            policy = response.headers["Content-Security-Policy"]
     assert "<table>" in page and "<dd>mit</dd>" in page
+    assert "<script" not in page and "whoami" not in page  # a card's script never reaches the browser
+    assert policy == PAGE_CSP and "default-src 'none'" in policy
     assert f'src="/org/q/resolve/{commit.oid}/plots/a.png"' in page and 'href="/org/ref"' in page
 
 
@@ -108,5 +129,6 @@ def test_served_preview_serves_the_pages_only_while_open(repo_root: Path) -> Non
         for page in card_urls(url, site):
             response = httpx.get(page, timeout=10)
             assert response.status_code == 200 and "<html" in response.text.lower()
+            assert response.headers["content-security-policy"] == PAGE_CSP
     with pytest.raises(httpx.TransportError):  # refused: the server is closed
         httpx.get(card_urls(url, site)[0], timeout=2)

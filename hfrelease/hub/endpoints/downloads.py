@@ -45,7 +45,7 @@ class DownloadEndpoints(EndpointBase):
         return Response(status=status, headers=headers, file=body)
 
     def model_page(self, route: Route, request: Request) -> Response:
-        from hfrelease.preview import hub_files_page_html, hub_page_html
+        from hfrelease.preview import PAGE_CSP, hub_files_page_html, hub_page_html
 
         ref, _, commit = self._commit_at(route, route.args[0])
         entry = commit.files.get("README.md")
@@ -56,7 +56,9 @@ class DownloadEndpoints(EndpointBase):
         else:
             readme = self.storage.objects.path(entry.sha256).read_text(encoding="utf-8", errors="replace")
             body = hub_page_html(readme, repo=ref.repo_id, revision=commit.id).encode()
-        return Response(headers={"Content-Type": "text/html; charset=utf-8", "X-Repo-Commit": commit.id}, body=body)
+        headers = {"Content-Type": "text/html; charset=utf-8", "X-Repo-Commit": commit.id,
+                   "Content-Security-Policy": PAGE_CSP}
+        return Response(headers=headers, body=body)
 
     def xet_token(self, route: Route, request: Request) -> Response:
         # hf_xet shows only the status of this answer (hfrelease's own errors say what a 501 here means); the
