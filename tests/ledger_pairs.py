@@ -60,9 +60,10 @@ def gate_record(
 def write_speed(
     ledger: Ledger, *, family: str = "fam", artifact: str = "ref", workload: str = "chat", speculative: str = "draft",
     draft: str | None = "draft", draft_weights: str = "d1", throughputs: tuple[float, ...],
-    acceptances: tuple[float, ...] = (), step: int = 0, raw: bool = True,
+    acceptances: tuple[float, ...] = (), step: int = 0, raw: bool = True, cpu: str = "AMD EPYC",
 ) -> LedgerRecord:
-    """A speed record whose value is the median of `throughputs` (one raw bench result per repeat)."""
+    """A speed record whose value is the median of `throughputs` (one raw bench result per repeat); the same
+    arguments but `step` and the figures give the same input key, recorded in another session."""
     names = []
     for i, throughput in enumerate(throughputs):
         result = {"output_throughput": throughput, "completed": 8}
@@ -85,7 +86,8 @@ def write_speed(
         draft_artifact_id=draft, draft_hash=sha("weights", draft_weights) if draft else None,
         subject_id=workload, harness="vllm-bench", task="prompts/chat.jsonl", task_hash=sha("prompts"),
         mode="non-thinking", n=8, seed=0, generation={"output_len": 32}, metrics=metrics, truncated=0, empty=0,
-        serve=_serve(()), versions=VERSIONS, hardware={"cpu_count": 2}, started_at=f"2026-11-0{1 + step}T11:00:00Z",
+        serve=_serve(()), versions=VERSIONS, hardware={"cpu": cpu, "cpu_count": 2},
+        started_at=f"2026-11-0{1 + step}T11:00:00Z",
         duration_s=1.0, input_key=input_key(a=artifact, w=workload, s=speculative, d=draft_weights),
         extra={"speculative": speculative, "concurrency": 1, "repeats": len(throughputs), "raw": names},
     )

@@ -17,6 +17,7 @@ def _row_json(row: ComparedRow) -> dict[str, Any]:
         "old": row.old, "new": row.new, "delta": row.delta, "ci_low": row.ci_low, "ci_high": row.ci_high,
         "confidence": 0.95, "method": row.method, "n_old": row.n_old, "n_new": row.n_new,
         "seeds_old": len(row.old_runs) or 1, "seeds_new": len(row.new_runs) or 1, "verdict": row.verdict,
+        "sessions_old": row.sessions_old, "sessions_new": row.sessions_new,
         "changed": [{"name": c.name, "old": c.old, "new": c.new} for c in row.changed],
     }  # fmt: skip
 
@@ -32,6 +33,7 @@ def comparison_json(comparison: FamilyComparison) -> dict[str, Any]:
         "family": comparison.family,
         "old": comparison.old_label,
         "new": comparison.new_label,
+        "session_noise": comparison.noise.as_dict() if comparison.noise else None,
         "rows": [_row_json(r) for r in comparison.rows],
         "only_old": [_one_sided_json(r) for r in comparison.one_sided if r.side == "old"],
         "only_new": [_one_sided_json(r) for r in comparison.one_sided if r.side == "new"],
@@ -56,6 +58,8 @@ def resampled(row: ComparedRow, *, short: bool = False) -> str:
     scored the same ones), a speed row's repeats, each side's from one server session (a record's repeats ran
     back to back on one server, so the interval holds no term for what varies between sessions). `short`: the
     words a card's narrow Changes table uses, its intro spelling them out."""
+    if row.method == "session-noise":  # `hfrelease.speed.noise`: A/A sessions pooled, the repeats' interval inside
+        return "sessions" if short else "between sessions, A/A noise"
     if row.kind == "speed":
         return "repeats" if short else "repeats of one session"  # each side's resampled on its own
     if row.method == "paired-bootstrap":
@@ -68,6 +72,12 @@ def format_interval(row: ComparedRow) -> str:
         # A speed record of one repeat has nothing to resample: say so rather than a range of one value.
         return "no interval (n = 1)" if row.kind == "speed" and 1 in (row.n_old, row.n_new) else "no interval"
     return f"{format_delta(row, row.ci_low)} to {format_delta(row, row.ci_high)} ({resampled(row)})"
+
+
+def noise_line(comparison: FamilyComparison) -> str:
+    """What the comparison's session noise was measured from (`hfrelease.speed.noise`)."""
+    assert comparison.noise is not None
+    return f"Between sessions: {comparison.noise.describe()}."
 
 
 def metric_label(row: ComparedRow) -> str:
@@ -99,9 +109,12 @@ def comparison_markdown(comparison: FamilyComparison, *, heading: str | None = N
         lines += [
             f"Each row compares {comparison.old_label} with {comparison.new_label} on the same measurement; "
             "the interval is 95 %: a gate's by a bootstrap over its items (paired when both sides scored the same "
-            "items), a speed row's over each side's repeats, all run in one server session (no term for what varies "
-            "between sessions); \"within noise\" means it includes no change.",
+            "items), a speed row's over each side's repeats and, for output tok/s, what varies between server "
+            "sessions, measured from the same measurement recorded in several sessions on the same host (\"between "
+            "sessions\"; without such a measurement, \"session noise unmeasured\"); \"within noise\" means it "
+            "includes no change, and a row whose inputs did not change is \"within session noise\".",
             "",
+            *([noise_line(comparison), ""] if comparison.noise else []),
             "| measurement | artifact | metric | before | now | change | 95 % interval | verdict |",
             "| --- | --- | --- | ---: | ---: | ---: | --- | --- |",
         ]

@@ -27,17 +27,22 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
 from hfrelease.compare.previous import PREVIOUS, previous_release, tag_names
-from hfrelease.errors import HubError, UsageError
+from hfrelease.errors import HubError, LedgerError, UsageError
+from hfrelease.ledger.record import RAW_KEYS, raw_files
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from hfrelease.ledger.record import LedgerRecord
+    from hfrelease.ledger.store import Ledger
     from hfrelease.manifest import Manifest
 
 # A ledger's records are small; samples files of big runs are gzip'd. Anything larger is not a ledger
 # file and must not fill the disk of the machine comparing.
 MAX_FILE_BYTES = 64 * 1024 * 1024
-_LEDGER_FILE = re.compile(
-    r"^[A-Za-z0-9][A-Za-z0-9._-]*\.(json|samples\.jsonl\.gz|bench\.jsonl|metrics\.txt|fidelity\.jsonl)$")
+# Records, samples files and every raw file type a record can name (`RAW_KEYS`).
+_LEDGER_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.(json|samples\.jsonl\.gz|"
+                          + "|".join(re.escape(kind) for kind in RAW_KEYS.values()) + ")$")
 _ARTIFACT_DIR = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _LEDGER_HINT = ("A side is a ledger directory (model_cards/<family>/results), git:REF (a commit, branch or tag "
                 "of the family's repository) or a release tag published on the Hub.")
@@ -90,11 +95,34 @@ def _checked(label: str, source: Literal["directory", "git", "hub"], root: Path)
         raise UsageError(f"{label}: not a ledger (no ledger record in it)", hint=_LEDGER_HINT)
     for record in records:
         ledger.load_samples(record)  # a samples file that is not its record's is refused here, not compared
+    _check_raw(label, ledger, records)
     families = sorted({r.family for r in records})
     if len(families) > 1:
         raise UsageError(f"{label}: records of several families ({', '.join(families)}) in one ledger",
                          hint="Compare one family's ledger (model_cards/<family>/results) at a time.")
     return LedgerSide(label=label, source=source, root=root, family=families[0], records=tuple(records))
+
+
+def _check_raw(label: str, ledger: Ledger, records: Sequence[LedgerRecord]) -> None:
+    """Refuse a side any of whose records' raw files (a speed point's `*.bench.jsonl` repeats, its counters,
+    a fidelity gate's responses) is missing or does not match the sha256 in its name, naming every one: its
+    intervals are drawn from those files, and a figure whose evidence is gone or edited is not judged."""
+    bad: list[str] = []
+    for record in records:
+        for _, name in raw_files(record):
+            path = ledger.root / record.artifact_id / name
+            if not path.is_file():
+                bad.append(f"{record.artifact_id}/{name} (missing)")
+                continue
+            try:
+                ledger.raw_bytes(record, name)
+            except LedgerError:
+                bad.append(f"{record.artifact_id}/{name} (does not match the sha256 in its name)")
+    if bad:
+        raise LedgerError(f"{label}: {len(bad)} raw file{'s' if len(bad) != 1 else ''} its records name cannot be "
+                          f"trusted, so nothing of it is compared: {', '.join(bad)}",
+                          hint="Restore the ledger's raw files from where it was recorded (git, the release's "
+                               "ledger/ folder), or re-measure those points.")
 
 
 def _accept(relative: PurePosixPath, size: int, *, label: str) -> bool:
@@ -192,6 +220,18 @@ def _from_git(ref: str, family_root: Path, work: Path) -> None:
                     _write(work / relative, handle.read())
 
 
+def _hub_relative(artifact_id: str, name: str, ids: set[str]) -> PurePosixPath | None:
+    """Where a repo's `ledger/` file goes in the side's ledger: its own records (`ledger/<name>`) under its
+    artifact, another artifact's records its card cites (`ledger/<id>/<name>`, the reference's of a family that
+    does not publish it) under that artifact; anything else is not a ledger file."""
+    parts = PurePosixPath(name.removeprefix("ledger/")).parts
+    if len(parts) == 1:
+        return PurePosixPath(artifact_id, parts[0])
+    if len(parts) == 2 and parts[0] in ids:
+        return PurePosixPath(*parts)
+    return None
+
+
 def _from_hub(tag: str, manifest: Manifest, work: Path, *, endpoint: str | None, token: str | None) -> str:
     """Each published artifact's `ledger/` at `tag` (`previous`: the tag it stands for), as `<artifact id>/<name>`;
     return the tag read.
@@ -211,6 +251,7 @@ def _from_hub(tag: str, manifest: Manifest, work: Path, *, endpoint: str | None,
     url = endpoint or hub_endpoint()
     api = HfApi(endpoint=url, token=token)
     published = [a for a in manifest.artifact if a.publish]
+    ids = {a.id for a in manifest.artifact}
     found = False
     missing: list[str] = []
     with hub_access(url), tempfile.TemporaryDirectory(prefix="hfrelease-compare-") as download:
@@ -222,9 +263,9 @@ def _from_hub(tag: str, manifest: Manifest, work: Path, *, endpoint: str | None,
                 with hub_errors(f"reading {artifact.repo} @ {tag}"):
                     names = [n for n in api.list_repo_files(artifact.repo, revision=tag) if n.startswith("ledger/")]
                     for name in names:
-                        relative = PurePosixPath(artifact.id, name.removeprefix("ledger/"))
-                        if not _accept(relative, 0, label=label):
-                            continue
+                        relative = _hub_relative(artifact.id, name, ids)
+                        if relative is None or not _accept(relative, 0, label=label) or (work / relative).exists():
+                            continue  # a cited record of another artifact ships in each repo citing it: read once
                         path = Path(api.hf_hub_download(artifact.repo, name, revision=tag,
                                                         local_dir=Path(download) / artifact.id))
                         if path.stat().st_size > MAX_FILE_BYTES:

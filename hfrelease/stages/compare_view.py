@@ -22,6 +22,10 @@ def comparison_view(comparison: FamilyComparison) -> list[Block]:
           format_delta(row, row.delta), format_interval(row),
           Styled(row.verdict, _VERDICT_STYLE[row.verdict]) if row.verdict in _VERDICT_STYLE else row.verdict,
           changed_text(row)) for row in comparison.rows])]
+    if comparison.noise is not None:
+        from hfrelease.compare.report import noise_line
+
+        view.append(line(noise_line(comparison), wrap=True))
     for side, label in (("old", comparison.old_label), ("new", comparison.new_label)):
         only = [r for r in comparison.one_sided if r.side == side]
         if only:

@@ -63,7 +63,10 @@ def test_every_number_is_reproduced_from_the_two_ledgers(two_ledgers: tuple[Path
     speed = rows[("chat", "ref", "output_throughput")]
     assert (speed.old, speed.new, speed.delta) == (100.0, 150.0, 50.0)
     assert (speed.ci_low, speed.ci_high) == median_interval([100.0, 104.0, 98.0], [150.0, 149.0, 155.0])
-    assert speed.verdict == "better" and speed.method == "unpaired-bootstrap" and speed.draft == "draft"
+    # Neither ledger measured a key in two sessions: the repeats' interval says nothing of what varies between
+    # sessions, so the clear difference is not called better (issue 24).
+    assert speed.verdict == "session noise unmeasured" and speed.method == "unpaired-bootstrap"
+    assert speed.draft == "draft" and comparison.noise is None
     acceptance = rows[("chat", "ref", "spec_acceptance_rate")]
     assert (acceptance.old, acceptance.new) == (0.40, 0.61)
     low, high = median_interval([0.40, 0.41, 0.39], [0.60, 0.62, 0.61])
@@ -143,12 +146,25 @@ def test_lower_is_better_reads_the_interval_the_other_way(tmp_path: Path) -> Non
     assert row.delta > 0 and not row.higher_is_better and row.verdict == "worse"
 
 
-def test_missing_raw_repeats_give_no_interval(tmp_path: Path) -> None:
-    """A speed record whose raw results are gone is compared by value, with no interval and no verdict."""
+def test_missing_or_edited_raw_repeats_are_refused(tmp_path: Path, cli: CliRun) -> None:
+    """Issue 24: a speed record whose raw `*.bench.jsonl` repeats are gone or edited (no longer the sha256 in
+    their names) is refused with exit 6, every such file named at once, never judged by its value alone."""
     write_speed(write_ledger(tmp_path / "a"), throughputs=(100.0, 101.0, 99.0), raw=False)
     write_speed(write_ledger(tmp_path / "b"), throughputs=(120.0, 121.0, 119.0), draft_weights="d2")
-    (row,) = compare_family(str(tmp_path / "a"), str(tmp_path / "b"), manifest=None).rows
-    assert row.ci_low is None and row.verdict == "no interval" and row.delta == 20.0
+    error = _fail(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert isinstance(error, LedgerError) and "3 raw files" in error.message
+    assert error.message.count("(missing)") == 3 and str(tmp_path / "a") in error.message
+    edited = tmp_path / "edited"
+    shutil.copytree(tmp_path / "b", edited)
+    bench = sorted(edited.glob("ref/*.bench.jsonl"))
+    bench[0].write_text('{"output_throughput": 190.0, "completed": 8}\n')
+    bench[1].unlink()
+    error = _fail(str(tmp_path / "b"), str(edited))
+    assert f"ref/{bench[0].name} (does not match the sha256 in its name)" in error.message
+    assert f"ref/{bench[1].name} (missing)" in error.message and "2 raw files" in error.message
+    code, out, err = cli(["compare", str(tmp_path / "b"), str(edited), "--json"])
+    assert code == ExitCode.MEASUREMENT_FAILED and "(missing)" in err
+    assert '"rows"' not in out
 
 
 def test_every_interval_says_what_it_resamples(two_ledgers: tuple[Path, Path], tmp_path: Path) -> None:
@@ -164,7 +180,7 @@ def test_every_interval_says_what_it_resamples(two_ledgers: tuple[Path, Path], t
         assert format_interval(rows[("chat", "ref", metric)]).endswith(" (repeats of one session)")
     markdown = comparison_markdown(comparison)
     assert "(paired over items) | better |" in markdown
-    assert "(repeats of one session) | better |" in markdown
+    assert "(repeats of one session) | session noise unmeasured |" in markdown
     write_speed(write_ledger(tmp_path / "a"), throughputs=(100.0,))
     write_speed(write_ledger(tmp_path / "b"), throughputs=(120.0,), draft_weights="d2")
     (row,) = [r for r in compare_family(str(tmp_path / "a"), str(tmp_path / "b"), manifest=None).rows

@@ -9,12 +9,14 @@ and their raw `vllm bench serve` repeats, so the test holds when model_cards/dem
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hfrelease.speed.noise import t_quantile
 from tests.conftest import ROOT, CliRun
 from tests.ledger_pairs import median_interval
 
@@ -63,10 +65,66 @@ def _repeats(record: dict[str, Any], path: Path, metric: str) -> list[float]:
     return values
 
 
+def _sessions(ledger: Path) -> dict[tuple[str, str], list[tuple[dict[str, Any], Path]]]:
+    """Per (input key, hardware), every ok speed record of the ledger: one measurement's server sessions."""
+    found: dict[tuple[str, str], list[tuple[dict[str, Any], Path]]] = {}
+    for path in sorted(ledger.glob("*/*.json")):
+        record = json.loads(path.read_text())
+        if record["status"] == "ok" and record["kind"] in ("speed", "speed-sweep"):
+            key = (record["input_key"], json.dumps(record["hardware"], sort_keys=True))
+            found.setdefault(key, []).append((record, path))
+    return found
+
+
+def _session_noise(*ledgers: Path) -> tuple[float, int]:
+    """README "How speed verdicts decide": ln tok/s of each session, centred on its A/A group's mean, pooled."""
+    groups: dict[tuple[str, str], dict[str, float]] = {}
+    for ledger in ledgers:
+        for key, found in _sessions(ledger).items():
+            for record, _ in found:
+                value = record["metrics"]["output_throughput"]["value"]
+                groups.setdefault(key, {})[record["started_at"] + repr(value)] = math.log(value)
+    squares = sum((x - statistics.mean(g.values())) ** 2 for g in groups.values() for x in g.values())
+    df = sum(len(g) - 1 for g in groups.values())
+    return math.sqrt(squares / df), df
+
+
 @pytest.fixture
 def at_root(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run from the repository's top, so the sides are named as a reader types them."""
     monkeypatch.chdir(ROOT)
+
+
+def _interval(row: dict[str, Any], old_runs: list[float], new_runs: list[float], noise: tuple[float, int],
+              sessions: tuple[int, int]) -> tuple[float | None, float | None]:
+    """README "How speed verdicts decide": the repeats' bootstrap interval of the medians and, for output tok/s,
+    the session-noise interval around it (their hull)."""
+    low = high = None
+    if len(old_runs) > 1 and len(new_runs) > 1:
+        low, high = median_interval(old_runs, new_runs)
+    if row["metric"] == "output_throughput":
+        sigma, df = noise
+        half = t_quantile(df) * sigma * math.sqrt(1 / sessions[0] + 1 / sessions[1])
+        centre = math.log(row["new"] / row["old"])
+        s_low, s_high = (row["old"] * math.expm1(centre + sign * half) for sign in (-1, 1))
+        low, high = (s_low, s_high) if low is None or high is None else (min(low, s_low), max(high, s_high))
+        assert row["method"] == "session-noise"
+    return low, high
+
+
+@pytest.mark.usefixtures("at_root")
+def test_no_row_of_the_demos_two_releases_whose_inputs_did_not_change_is_better_or_worse(cli: CliRun) -> None:
+    """Issue 24: the reference's own points ran on the same weights, vLLM, prompts and host in both releases
+    (147.0 -> 179.7 tok/s on chat was called better): whatever moved between them is the sessions', so each such
+    row says "within session noise" with its interval, never better or worse."""
+    code, out, err = cli(["compare", OLD, NEW, "--json"])
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    unchanged = [r for r in rows if not r["changed"]]
+    assert {(r["subject"], r["config"]) for r in unchanged} >= {("chat", "none c1 non-thinking"),
+                                                               ("longdoc", "none c1 non-thinking")}
+    for row in unchanged:
+        assert row["verdict"] == "within session noise" and row["ci_low"] < row["delta"] < row["ci_high"], row
 
 
 @pytest.mark.usefixtures("at_root")
@@ -81,32 +139,41 @@ def test_compare_json_of_the_demos_two_releases_is_recomputed_from_their_records
 
     rows = data["rows"]
     assert rows, "the two demo releases share measurements (the reference's speed points, with and without draft)"
+    sigma, df = _session_noise(ROOT / OLD, ROOT / NEW)
+    assert data["session_noise"]["df"] == df and data["session_noise"]["sigma_log"] == pytest.approx(sigma)
+    sessions = {ledger: _sessions(ROOT / ledger) for ledger in (OLD, NEW)}
     keys = {(r["kind"], r["subject"], r["config"], r["artifact"]) for r in rows}
     assert keys == old.keys() & new.keys()
     for row in rows:
         key: Key = (row["kind"], row["subject"], row["config"], row["artifact"])
-        (o, o_path), (n, n_path) = old[key], new[key]
+        (o, _), (n, _) = old[key], new[key]
         # The v0.0 release ran no quality gate, so every shared row is a speed point.
         assert row["kind"] == "speed"
         assert row["metric"] in o["metrics"] and row["metric"] in n["metrics"]
-        assert row["old"] == o["metrics"][row["metric"]]["value"]
-        assert row["new"] == n["metrics"][row["metric"]]["value"]
-        assert row["delta"] == pytest.approx(row["new"] - row["old"], abs=1e-12)
         assert row["draft"] == n["draft_artifact_id"]
-        old_runs, new_runs = _repeats(o, o_path, row["metric"]), _repeats(n, n_path, row["metric"])
+        # A key recorded in several sessions is one measurement holding all their repeats (issue 24).
+        both = [[pair for pair in sessions[ledger][(r["input_key"], json.dumps(r["hardware"], sort_keys=True))]]
+                for ledger, r in ((OLD, o), (NEW, n))]
+        assert (row["sessions_old"], row["sessions_new"]) == (len(both[0]), len(both[1]))
+        old_runs, new_runs = ([v for record, path in found for v in _repeats(record, path, row["metric"])]
+                              for found in both)
         assert (row["n_old"], row["n_new"]) == (len(old_runs), len(new_runs))
-        # A record's value is the median of its repeats (kept to 6 decimals): the raw files are what its interval
-        # is drawn from.
+        # A record's value is the median of its repeats (kept to 6 decimals), a measurement's of several sessions
+        # the median of all of them: the raw files are what its interval is drawn from.
         assert row["old"] == pytest.approx(statistics.median(old_runs), abs=5.1e-7)
         assert row["new"] == pytest.approx(statistics.median(new_runs), abs=5.1e-7)
-        if len(old_runs) > 1 and len(new_runs) > 1:
-            low, high = median_interval(old_runs, new_runs)
-            assert (row["ci_low"], row["ci_high"]) == pytest.approx((low, high), abs=1e-9)
-            assert row["method"] == "unpaired-bootstrap"
-            expected = "better" if low > 0 else "worse" if high < 0 else "within noise"
-        else:  # one repeat (the context workload): no spread to resample, so no interval and no verdict
+        if len(both[1]) == 1:
+            assert row["new"] == n["metrics"][row["metric"]]["value"]
+        assert row["delta"] == pytest.approx(row["new"] - row["old"], abs=1e-12)
+        low, high = _interval(row, old_runs, new_runs, (sigma, df), (len(both[0]), len(both[1])))
+        if low is None or high is None:  # one repeat (the context workload): nothing to resample
             assert (row["ci_low"], row["ci_high"], row["method"]) == (None, None, "none")
             expected = "no interval"
+        else:
+            assert (row["ci_low"], row["ci_high"]) == pytest.approx((low, high), abs=1e-9)
+            expected = "better" if low > 0 else "worse" if high < 0 else "within noise"
+            if not row["changed"] or (expected == "within noise" and row["method"] == "session-noise"):
+                expected = "within session noise"
         assert row["verdict"] == expected
         changed = {c["name"]: (c["old"], c["new"]) for c in row["changed"]}
         for name, field in (("weights", "artifact_hash"), ("draft weights", "draft_hash"), ("prompts", "task_hash")):
@@ -151,7 +218,8 @@ def test_compare_markdown_of_the_demos_two_releases_prints_each_rows_numbers(cli
                               f"{scale * row['delta']:+.{digits}f}"]
         if row["ci_low"] is not None:
             # Every interval says what it resamples (issue 24): a speed row's repeats, one session each side.
-            over = ("repeats of one session" if row["kind"] == "speed" else
+            over = ("between sessions, A/A noise" if row["method"] == "session-noise" else
+                    "repeats of one session" if row["kind"] == "speed" else
                     "paired over items" if row["method"] == "paired-bootstrap" else "unpaired over items")
             assert cells[6] == f"{scale * row['ci_low']:+.{digits}f} to {scale * row['ci_high']:+.{digits}f} ({over})"
         else:  # one repeat: "n = 1", never a range of one value
