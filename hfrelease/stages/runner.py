@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import os
 import signal
 import threading
@@ -12,7 +13,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol
 
-from hfrelease.errors import ExitCode
+from hfrelease.errors import EnvironmentProblem, ExitCode, HfreleaseError
 
 if TYPE_CHECKING:
     from hfrelease.hashing import HashCache
@@ -79,14 +80,37 @@ def stage_signals() -> Iterator[None]:
 
 def failure_of(exc: Exception, *, debug_variable: str) -> tuple[str, str | None, ExitCode]:
     """What a command that raised `exc` says and how it exits: an `HfreleaseError` as itself; a Hub request
-    no command wrapped (a read in `verify`, a download in `eval`) as the Hub's failure, exit 7; anything
-    else as a bug in hfrelease, exit 1."""
-    from hfrelease.errors import HfreleaseError
+    no command wrapped (a read in `verify`, a download in `eval`) as the Hub's failure, exit 7; a full or
+    read-only disk as the machine's problem, exit 9; anything else as a bug in hfrelease, exit 1."""
     from hfrelease.hub_errors import hub_failure
 
-    failure = exc if isinstance(exc, HfreleaseError) else hub_failure(exc)
+    failure = exc if isinstance(exc, HfreleaseError) else hub_failure(exc) or disk_failure(exc)
     if failure is not None:
         return failure.message, failure.hint, failure.exit_code
     return (f"internal error: {type(exc).__name__}: {exc}",
             f"This is a bug in hfrelease. Re-run with {debug_variable}=1 for the traceback and report it.",
             ExitCode.INTERNAL)
+
+
+# Write failures that are the machine's, not hfrelease's: any write may meet them, so they are classified once
+# here rather than at each write. Every write hfrelease makes is atomic (`hfrelease.atomic`) or appends whole
+# records, so what was written before the failure is intact.
+_DISK_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exhausted",
+                errno.EROFS: "the file system is read-only"}
+
+
+def disk_failure(exc: BaseException) -> HfreleaseError | None:
+    """A full, over-quota or read-only disk met anywhere in `exc`'s chain, as an EnvironmentProblem (exit 9)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _DISK_ERRNOS:
+            where = f" writing {current.filename}" if current.filename else ""
+            return EnvironmentProblem(
+                f"{_DISK_ERRNOS[current.errno]}{where}",
+                hint="Free space (or point HFRELEASE_CACHE / the output at another disk) and run the command "
+                "again: what was written before is kept, and finished results are not measured again.",
+            )
+        current = current.__cause__ or current.__context__
+    return None
