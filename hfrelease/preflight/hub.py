@@ -1,4 +1,5 @@
-"""The Hub side of the preflight: each Hub source's pinned revision exists; the release tag is on no repo yet.
+"""The Hub side of the preflight: each Hub source's pinned revision exists and holds weights; the release tag is
+on no repo yet.
 
 Sources are read where `hfrelease eval` downloads them: huggingface_hub's endpoint (`HF_ENDPOINT`). The
 tag is looked up where `publish` would put it: `[publish].endpoint` when the manifest sets one, else the
@@ -18,11 +19,13 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from hfrelease.errors import ConfigProblem
+from hfrelease.hashing import WEIGHT_SUFFIX
 from hfrelease.manifest import Manifest
 from hfrelease.sources import hub_endpoint, is_loopback
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoSibling
 
 _DEFAULT_ENDPOINT = "https://huggingface.co"
 _ANSWERED: set[str] = set()  # endpoints that accepted a connection in this process
@@ -97,6 +100,17 @@ def _probe(endpoint: str, timeout: float = 3.0) -> None:
         raise HubUnreachable(f"{endpoint} is not reachable ({exc.strerror or type(exc).__name__})") from exc
 
 
+def _weightless(siblings: list[RepoSibling] | None, index: int, where: str) -> list[ConfigProblem]:
+    """A Hub source whose pinned commit holds no `*.safetensors` (None: the Hub did not list its files)."""
+    if siblings is None or any(s.rfilename.endswith(WEIGHT_SUFFIX) for s in siblings):
+        return []
+    names = sorted(s.rfilename for s in siblings)[:8]
+    return [ConfigProblem(location=f"artifact[{index}].source.revision",
+                          message=f"{where} holds no {WEIGHT_SUFFIX} files (it holds: "
+                                  f"{', '.join(names) or 'nothing'}): there is nothing to serve or hash at that "
+                                  "commit; pin the commit that uploaded the weights")]
+
+
 def hub_checks(manifest: Manifest, *, api_factory: Callable[[str], HfApi] | None = None) -> HubCheck:
     """Revisions of Hub sources and the release tag on each published repo, when the Hub answers."""
     from huggingface_hub import HfApi
@@ -118,7 +132,8 @@ def hub_checks(manifest: Manifest, *, api_factory: Callable[[str], HfApi] | None
             where = f"artifact[{index}].source.revision"
             try:
                 with _access(sources_at):
-                    api.repo_info(repo, revision=revision)
+                    info = api.repo_info(repo, revision=revision)
+                problems += _weightless(getattr(info, "siblings", None), index, f"{repo}@{revision[:12]}")
             except RevisionNotFoundError:
                 problems.append(ConfigProblem(location=where, message=f"{repo} has no commit {revision} at "
                                               f"{sources_at} (pin a commit the repo holds: `hf api models/{repo} "

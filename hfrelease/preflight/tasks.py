@@ -89,6 +89,10 @@ def slim(cfg: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(filters, list):
         names = [f.get("name") if isinstance(f, Mapping) else None for f in filters]
         out["filters"] = names if all(isinstance(n, str) for n in names) else None
+    data = cfg.get("dataset_kwargs")
+    if isinstance(data, Mapping) and "data_files" in data:  # read by hfrelease.preflight.task_data
+        out["data"] = {"path": cfg.get("dataset_path"), "data_files": data["data_files"],
+                       "data_dir": data.get("data_dir")}
     aggregate = cfg.get("aggregate_metric_list")
     if isinstance(aggregate, Mapping):
         aggregate = [aggregate]
@@ -109,6 +113,8 @@ def _from_index(index: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             entries[name] = {"kind": "tag", "members": sorted(entry.tags)}
         else:
             entries[name] = {"kind": kind, **slim(entry.cfg or {})}
+            if "data" in entries[name] and entry.yaml_path is not None:
+                entries[name]["data"]["yaml"] = str(entry.yaml_path)
     return entries
 
 
@@ -276,6 +282,8 @@ def task_problems(manifest: Manifest, *, cache_dir: Path | None, catalog: TaskCa
                   ) -> tuple[list[ConfigProblem], list[str]]:
     """Every lm-eval gate of the manifest checked (problems, notes); custom-command and entry-point gates have
     no task."""
+    from hfrelease.preflight.task_data import data_file_problems
+
     gates = [(i, g) for i, g in enumerate(manifest.gate) if g.task is not None]
     if not gates:
         return [], []
@@ -292,4 +300,5 @@ def task_problems(manifest: Manifest, *, cache_dir: Path | None, catalog: TaskCa
                 continue  # load_manifest reports the missing directory
             by_dir[gate.task_dir] = base.overlay(include_catalog(directory))
         problems += gate_problems(gate, index, by_dir[gate.task_dir], task_dir=gate.task_dir)
+        problems += data_file_problems(gate, index, by_dir[gate.task_dir])
     return problems, []

@@ -140,6 +140,7 @@ def _resolve(settings: EvalSettings) -> _Resolved:
         from hfrelease.serving.guard import require_safe_manifest
 
         require_safe_manifest(loaded, source=str(find_manifest(settings.manifest)))
+    _require_runnable(loaded, chosen.artifacts, chosen.gates, source=str(find_manifest(settings.manifest)))
     artifacts, gates = chosen.artifacts, chosen.gates
     speed = settings.speed or settings.speed_only
     speed_only = settings.speed_only
@@ -162,6 +163,17 @@ def _resolve(settings: EvalSettings) -> _Resolved:
         raise UsageError("--endpoint attaches to one server: name its artifact with --artifact ID")
     return _Resolved(manifest=loaded, artifacts=artifacts, gates=gates, speed=speed, speed_only=speed_only,
                      drafts=drafts)
+
+
+def _require_runnable(manifest: Manifest, artifacts: tuple[str, ...], gates: tuple[str, ...], *, source: str) -> None:
+    """Task data files lm-eval would not find and a quant scheme its checkpoint contradicts are exit 3 here,
+    before a server starts (issue 27: lm-eval's FileNotFoundError came after the server, as exit 1)."""
+    from hfrelease.errors import ConfigError
+    from hfrelease.preflight import pre_server_problems
+
+    problems = pre_server_problems(manifest, artifacts=artifacts, gates=gates)
+    if problems:
+        raise ConfigError(source, problems)
 
 
 def _plan_speed(job: _Resolved, settings: EvalSettings, *, ledger: Ledger, cache: HashCache,

@@ -9,6 +9,7 @@ test_exit_codes.py; wrong --artifact/--gate/--workload names in tests/manifest/t
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tomllib
@@ -32,8 +33,8 @@ DEAD_HUB = "http://127.0.0.1:9"  # nothing listens on the discard port
 class Paths:
     """The places a case names: the fixture family (`f`), a file (`file`), nothing (`missing`), a scratch dir."""
 
-    def __init__(self, family: Path, tmp: Path) -> None:
-        self.f, self.tmp = family, tmp
+    def __init__(self, family: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch | None = None) -> None:
+        self.f, self.tmp, self.monkeypatch = family, tmp, monkeypatch
         self.file = tmp / "a-file"
         self.file.write_text("not a directory\n")
         self.missing = tmp / "missing"
@@ -73,6 +74,38 @@ def _code_env(data: dict[str, Any]) -> None:
     data["serve"]["env"] = {"PYTHONPATH": "src", "VLLM_LOGGING_CONFIG_PATH": "logging.json"}
 
 
+def _readme_only(data: dict[str, Any]) -> None:
+    data["artifact"][0]["source"] = {"path": "prompts"}  # a directory of no weights (the issue's README.txt)
+
+
+def _yaml_relative(p: Paths) -> str:
+    """A family whose task names its data file relative to the YAML (lm-eval reads it from the cwd)."""
+    family = _family_with(p, "yaml-relative", lambda d: d["gate"][0].update(task="own_task"))
+    (Path(family) / "tasks" / "own.yaml").write_text(
+        "task: own_task\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: own.jsonl\n"
+        "test_split: test\noutput_type: generate_until\ndoc_to_text: q\ndoc_to_target: a\n")
+    (Path(family) / "tasks" / "own.jsonl").write_text('{"q": "1+1=", "a": "2"}\n')
+    return family
+
+
+def _w4a16_over_fp8(p: Paths) -> str:
+    family = _family_with(p, "w4a16", lambda d: d["artifact"][1]["quantization"].update(scheme="W4A16"))
+    (Path(family) / "checkpoints" / "fp8" / "config.json").write_text(json.dumps({"quantization_config": {
+        "quant_method": "compressed-tensors", "config_groups": {"group_0": {
+            "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True, "dynamic": False},
+            "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "symmetric": True,
+                                  "dynamic": True}}}}}))
+    return family
+
+
+def _no_vllm(p: Paths) -> list[str]:
+    """An environment without vLLM: no `vllm` beside the interpreter, none on PATH."""
+    assert p.monkeypatch is not None
+    p.monkeypatch.setattr("sys.executable", str(p.tmp / "bin" / "python"))
+    p.monkeypatch.setenv("PATH", str(p.tmp / "bin"))
+    return ["eval", str(p.f), "--artifact", "fp8", "--gate", "arith"]
+
+
 Case = tuple[ExitCode, Callable[[Paths], list[str]]]
 CASES: dict[str, Case] = {
     # check
@@ -87,6 +120,12 @@ CASES: dict[str, Case] = {
         "check", _family_with(p, "code-args", _code_args), "--no-preflight"]),
     "check: serve.env that runs code": (ExitCode.CONFIG, lambda p: [
         "check", _family_with(p, "code-env", _code_env), "--no-preflight"]),
+    "check: a source without weights": (ExitCode.CONFIG, lambda p: [
+        "check", _family_with(p, "no-weights", _readme_only), "--offline"]),
+    "check: a task data file where lm-eval does not look": (ExitCode.CONFIG, lambda p: [
+        "check", _yaml_relative(p), "--offline"]),
+    "check: a declared scheme the checkpoint contradicts": (ExitCode.CONFIG, lambda p: [
+        "check", _w4a16_over_fp8(p), "--offline"]),
     # init
     "init: a bad family id": (ExitCode.USAGE, lambda p: ["init", str(p.tmp / "new"), "--name", "Bad Name",
                                                          "--base-model", "a/b", "--owner", "me"]),
@@ -106,6 +145,13 @@ CASES: dict[str, Case] = {
                                                                   "arith"]),
     "eval: --endpoint with --speed": (ExitCode.USAGE, lambda p: ["eval", str(p.f), "--speed", "--artifact", "fp8",
                                                                  "--endpoint", DEAD_HUB]),
+    "eval: a task data file where lm-eval does not look": (ExitCode.CONFIG, lambda p: [
+        "eval", _yaml_relative(p), "--artifact", "fp8", "--gate", "arith"]),
+    "eval: a declared scheme the checkpoint contradicts": (ExitCode.CONFIG, lambda p: [
+        "eval", _w4a16_over_fp8(p), "--artifact", "fp8"]),
+    "eval: a source without weights": (ExitCode.CONFIG, lambda p: [
+        "eval", _family_with(p, "no-weights", _readme_only), "--artifact", "ref", "--gate", "arith"]),
+    "eval: vLLM not installed": (ExitCode.ENVIRONMENT, _no_vllm),
     "eval: --run-dir is a file": (ExitCode.USAGE, lambda p: ["eval", str(p.f), "--run-dir", str(p.file)]),
     # render / preview
     "render: no manifest": (ExitCode.CONFIG, lambda p: ["render", str(p.missing)]),
@@ -151,7 +197,7 @@ def paths(fixture_family: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         save_file({"w": weights}, str(checkpoint / "model.safetensors"))
     monkeypatch.setenv("HFRELEASE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HFRELEASE_HUB_TIMEOUT", "2")
-    return Paths(fixture_family, tmp_path / "scratch")
+    return Paths(fixture_family, tmp_path / "scratch", monkeypatch)
 
 
 @pytest.fixture(autouse=True)

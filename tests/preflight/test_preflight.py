@@ -338,14 +338,18 @@ def local_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_hub_clie
 HUB_TOKEN = "hf_preflight_0123456789abcdef"
 
 
-def _hub_family(fixture_family: Path, hub: Any, *, revision: str | None, tagged: bool, template: str) -> Manifest:
+def _hub_family(fixture_family: Path, hub: Any, *, revision: str | None, tagged: bool, template: str,
+                weights: bool = True) -> Manifest:
     from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi(endpoint=hub.url, token=HUB_TOKEN)
     api.create_repo("upstream/Fixture-1M")
     config = json.dumps({"chat_template": template}).encode()
-    commit = api.create_commit("upstream/Fixture-1M", operations=[
-        CommitOperationAdd("tokenizer_config.json", config)], commit_message="tokenizer").oid
+    files = [CommitOperationAdd("tokenizer_config.json", config)]
+    if weights:
+        files.append(CommitOperationAdd("model.safetensors", (fixture_family / "checkpoints" / "ref" /
+                                                               "model.safetensors").read_bytes()))
+    commit = api.create_commit("upstream/Fixture-1M", operations=files, commit_message="tokenizer").oid
     api.create_repo("tester/Fixture-1M-FP8-Dynamic")
     if tagged:
         api.create_tag("tester/Fixture-1M-FP8-Dynamic", tag="v1.0")
@@ -382,6 +386,15 @@ def test_hub_source_at_its_commit_passes_and_its_template_is_read(fixture_family
     """A revision the repo holds, a tag not taken yet and a template with the switch (fetched from the Hub) pass."""
     assert _hub_report(_hub_family(fixture_family, local_hub, revision=None, tagged=False,
                                    template=SWITCHED)).problems == ()
+
+
+def test_hub_source_without_weights(fixture_family: Path, local_hub: Any) -> None:
+    """A Hub source pinned to a commit holding no *.safetensors (a README-only vendor repo) is reported at its
+    revision, from the Hub's listing (issue 27)."""
+    report = _hub_report(_hub_family(fixture_family, local_hub, revision=None, tagged=False, template=SWITCHED,
+                                     weights=False))
+    assert [p.location for p in report.problems] == ["artifact[0].source.revision"]
+    assert "holds no .safetensors files (it holds: .gitattributes, tokenizer_config.json)" in report.problems[0].message
 
 
 def test_hub_template_without_switch(fixture_family: Path, local_hub: Any) -> None:

@@ -1,0 +1,146 @@
+"""The checkpoints side of the preflight: each local source holds weights, and a quant's checkpoint is the
+scheme its manifest declares.
+
+A source directory without `*.safetensors` (a `checkpoints/reference/` holding only a README) used to pass
+`check` and stop `eval` after its plan was made; a quant declared `W4A16` whose `config.json` says FP8
+would be served as FP8 and carded as W4A16. Both are read from files here, before a server starts. Hub
+sources' weights are looked up by `hub` (the repo's listing at the pinned commit); their `config.json` is
+fetched here the way the chat templates are (one small file).
+
+The scheme check follows compressed-tensors' own presets (`compressed_tensors.quantization.quant_scheme`,
+the names llm-compressor's `scheme=` takes): the checkpoint's `quantization_config.config_groups` must each
+quantize weights and input activations as the declared preset does. A scheme that is no preset (a named
+mix with its own recipe) is not compared.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from hfrelease.errors import ArtifactError, ConfigProblem
+from hfrelease.hashing import WEIGHT_SUFFIX, weight_files
+from hfrelease.manifest import Artifact, Manifest
+from hfrelease.manifest.input_files import read_input_text
+
+Fetcher = Callable[[str, str, str], Path | None]
+# What decides how a tensor is quantized (QuantizationArgs fields); observers and dtypes of scales do not.
+_COMPARED = ("num_bits", "type", "strategy", "group_size", "symmetric", "dynamic")
+_OTHER_WEIGHTS = ("pytorch_model.bin", "model.bin", "consolidated.pth")
+
+
+def weights_problems(manifest: Manifest) -> list[ConfigProblem]:
+    """A local source that holds no `*.safetensors`: vLLM would have nothing hfrelease can hash or serve."""
+    problems: list[ConfigProblem] = []
+    for index, artifact in enumerate(manifest.artifact):
+        if artifact.source.path is None:
+            continue
+        directory = manifest.resolve(artifact.source.path)
+        if not directory.is_dir():
+            continue  # load_manifest reports a missing source directory
+        try:
+            weight_files(directory)
+        except ArtifactError:
+            present = sorted(p.name for p in directory.iterdir())[:8]
+            other = [name for name in present if name in _OTHER_WEIGHTS or name.endswith(".bin")]
+            problems.append(ConfigProblem(
+                location=f"artifact[{index}].source.path",
+                message=f"{artifact.source.path} holds no {WEIGHT_SUFFIX} files (it holds: "
+                        f"{', '.join(present) or 'nothing'}): there is nothing to serve or hash"
+                        + (f"; {', '.join(other)} is a pickle format hfrelease does not serve: convert it to "
+                           "safetensors" if other else "")
+                        + "; point source.path at the checkpoint directory (config.json and *.safetensors)"))
+    return problems
+
+
+def _args(value: object) -> dict[str, Any] | None:
+    return {key: value.get(key) for key in _COMPARED} if isinstance(value, Mapping) else None
+
+
+def _describe(args: Mapping[str, Any] | None) -> str:
+    if args is None:
+        return "unquantized"
+    group = f" {args['group_size']}" if args.get("group_size") else ""
+    return (f"{args.get('type')}{args.get('num_bits')} {args.get('strategy')}{group}"
+            f"{' dynamic' if args.get('dynamic') is True else ''}")
+
+
+def _shape(group: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    return _args(group.get("weights")), _args(group.get("input_activations"))
+
+
+def _presets() -> dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] | None:
+    """compressed-tensors' preset schemes as (weights, input activations), or None where it is not installed."""
+    try:
+        from compressed_tensors.quantization.quant_scheme import PRESET_SCHEMES, preset_name_to_scheme
+    except ImportError:
+        return None
+    found = {}
+    for name in PRESET_SCHEMES:
+        scheme = preset_name_to_scheme(name, ["Linear"]).model_dump()
+        found[name] = _shape(scheme)
+    return found
+
+
+def _config(manifest: Manifest, artifact: Artifact, fetch: Fetcher | None) -> tuple[Mapping[str, Any] | None, str]:
+    """The checkpoint's config.json (None: none readable here) and where it was read."""
+    source = artifact.source
+    if source.path is not None:
+        path: Path | None = manifest.resolve(source.path) / "config.json"
+        where = f"{source.path}/config.json"
+    else:
+        assert source.hub is not None and source.revision is not None
+        where = f"{source.hub}@{source.revision[:12]}'s config.json"
+        try:
+            path = fetch(source.hub, source.revision, "config.json") if fetch is not None else None
+        except LookupError:
+            path = None  # the Hub check says why it cannot be read
+    if path is None or not path.is_file():
+        return None, where
+    try:
+        data = json.loads(read_input_text(path, what="config.json", expected="a model config of bounded size"))
+    except ValueError:
+        return None, where
+    return (data if isinstance(data, Mapping) else None), where
+
+
+def scheme_problems(manifest: Manifest, *, fetch: Fetcher | None, only: set[str] | None = None
+                    ) -> list[ConfigProblem]:
+    """A quant whose checkpoint's compressed-tensors config quantizes otherwise than its declared preset
+    (`only`: these artifact ids alone)."""
+    quants = [(i, a) for i, a in enumerate(manifest.artifact)
+              if a.quantization is not None and a.quantization.format == "compressed-tensors"
+              and (only is None or a.id in only)]  # fmt: skip
+    found = []
+    for index, artifact in quants:
+        assert artifact.quantization is not None
+        config, where = _config(manifest, artifact, fetch)
+        quant = config.get("quantization_config") if config is not None else None
+        if not isinstance(quant, Mapping) or quant.get("quant_method") != "compressed-tensors":
+            continue  # not knowable from here (no config, or another format's)
+        groups = quant.get("config_groups")
+        if isinstance(groups, Mapping) and groups:
+            found.append((index, artifact.quantization.scheme, where, groups))
+    presets = _presets() if found else None  # compressed-tensors imports torch: only when there is a config
+    problems: list[ConfigProblem] = []
+    for index, declared, where, groups in found:
+        if presets is None or declared.upper() not in presets:
+            continue  # a named mix: its recipe says what it is
+        expected = presets[declared.upper()]
+        differing = {name: _shape(group) for name, group in groups.items()
+                     if isinstance(group, Mapping) and _shape(group) != expected}  # fmt: skip
+        if not differing:
+            continue
+        said = "; ".join(f"{name}: weights {_describe(w)}, input activations {_describe(a)}"
+                         for name, (w, a) in sorted(differing.items()))
+        shapes = list(differing.values())
+        same = [name for name, shape in presets.items() if all(s == shape for s in shapes)]
+        problems.append(ConfigProblem(
+            location=f"artifact[{index}].quantization.scheme",
+            message=f"declared {declared!r} (weights {_describe(expected[0])}, input activations "
+                    f"{_describe(expected[1])}) but {where} quantizes {said}: vLLM serves what the checkpoint "
+                    "holds, and the card would name the wrong scheme",
+            suggestion=same[0] if same else None))
+    return problems
