@@ -34,6 +34,7 @@ from enum import Enum
 from pathlib import Path, PurePosixPath
 
 from hfrelease.bundle import rules
+from hfrelease.ledger.store import SAMPLES_LIMIT
 from hfrelease.redact import redact
 
 CHUNK = 1024 * 1024  # the secret scan reads text in chunks of this size
@@ -42,10 +43,6 @@ SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # the safetensors loader's own cap
 _IMAGE_SIGNATURES = {".png": (b"\x89PNG\r\n\x1a\n",), ".jpg": (b"\xff\xd8\xff",), ".jpeg": (b"\xff\xd8\xff",),
                      ".webp": (b"RIFF",)}  # fmt: skip
 _GZIP = b"\x1f\x8b"
-# The most a ledger samples file may decompress to. Its JSON lines hold excerpts of the responses (2,000
-# characters each: `lm_eval_results.RESPONSE_EXCERPT`), a few KiB a sample: 1 GiB is over 100,000 samples, and a
-# gzip that inflates past it (a decompression bomb) is refused once the scan has read that much.
-SAMPLES_LIMIT = 1024 * 1024 * 1024
 _CREDENTIAL_FOUND = "contains what looks like an access token"
 
 

@@ -1,11 +1,14 @@
 """The card's choice table: one row per artifact of the family with one summary cell per question a
-reader choosing among them asks (size, memory to serve, quality, batch-1 speed, when to pick it); the
-tables below it hold the details.
+reader choosing among them asks (quality, batch-1 speed, memory to serve, size, when to pick it), ranked
+by what the reader gets (`choice.py`), an artifact another beats on every column said to be dominated;
+the tables below it hold the details.
 """
 
 from __future__ import annotations
 
-from hfrelease.cards.measurements import NONE, SpeedPoint
+from hfrelease.cards.choice import FAILS, ORIGINAL, PASSES, Facts, best_of, dominated_by, rank_key
+from hfrelease.cards.measurements import NONE
+from hfrelease.cards.memory import MemoryFigures
 from hfrelease.cards.memory import figures as memory_figures
 from hfrelease.cards.numbers import binary_size
 from hfrelease.cards.summary import Summary
@@ -27,28 +30,61 @@ class ChooseTable(Summary):
         return None
 
     def table(self, artifact: Artifact) -> Context:
-        """The compact choice table: one summary cell per question, details in the tables below it."""
+        """The compact choice table: one summary cell per question, details in the tables below it; the
+        artifacts ranked by what a reader gets, drafts (add-ons to a target) last."""
         workload = self.main_workload()
-        reference = self.manifest.reference
-        ref_none = self._none_point(reference.id, workload.id) if workload else None
-        rows, memory = [], []
+        rows, memory, keys = [], [], []
+        facts = self.facts(workload)
         for other in self.manifest.artifact:
             if not self.view.shown(other):
                 continue
             serve, peak = self.memory(other)
             size = self.view.size(other) or Markdown("not measured")
+            beaten = self.dominator(other, facts)
             rows.append({"name": self.view.name(other, short=True), "self": other.id == artifact.id,
                          "published": other.publish,
                          "size": size, "memory": serve, "quality": self._quality_summary(other),
-                         "speed": self._speed_summary(other, workload, ref_none),
-                         "when": self._choose_when(other, workload)})
+                         "speed": self._speed_summary(other, workload),
+                         "when": self._choose_when(other, facts, beaten)})
             memory.append({"name": escape_markdown(other.title or other.repo), "self": other.id == artifact.id,
                            "size": size, "memory": serve, "peak": peak})
-        return {"rows": rows, "memory": memory,
+            own = facts.get(other.id)
+            keys.append((1,) if own is None else (0, *rank_key(own, dominated=beaten is not None)))
+        order = sorted(range(len(rows)), key=lambda i: keys[i])
+        return {"rows": [rows[i] for i in order], "memory": memory,
                 "workload": escape_markdown(workload.label or workload.id) if workload else None}
 
-    def _none_point(self, artifact_id: str, workload_id: str) -> SpeedPoint | None:
-        return self.measured.speed.get((artifact_id, workload_id, NONE, 1))
+    def facts(self, workload: Workload | None) -> dict[str, Facts]:
+        """What each shown artifact that is not a draft gives a reader, as numbers (`choice.Facts`)."""
+        found = {}
+        for other in self.manifest.artifact:
+            if other.kind == "draft" or not self.view.shown(other):
+                continue
+            point = self.speed.best(other.id, workload.id) if workload else None
+            spread = self.speed.spread(point, "output_throughput") if point else None
+            tps = None if point is None else (point.throughput, *(spread or (point.throughput, point.throughput)))
+            size = self.measured.sizes.get(other.id)
+            figures = self._memory_figures(other)
+            found[other.id] = Facts(artifact_id=other.id, published=other.publish, quality=self._quality_level(other),
+                                    tps=tps, memory=figures.serve_bytes if figures else None,
+                                    size=float(size[0]) if size else None)
+        return found
+
+    def dominator(self, artifact: Artifact, facts: dict[str, Facts]) -> Artifact | None:
+        """The published artifact that beats `artifact` on every column of the table, if one does."""
+        own = facts.get(artifact.id)
+        beaten = dominated_by(own, facts.values()) if own is not None else None
+        return self.manifest.artifact_by_id(beaten.artifact_id) if beaten is not None else None
+
+    def _quality_level(self, other: Artifact) -> int | None:
+        if other.kind == "reference":
+            return ORIGINAL
+        results = self.quality.gate_results(other)
+        if any(r.verdict == "fail" for r in results):
+            return FAILS
+        if not results or any(r.comparison is None for r in results):
+            return None
+        return PASSES
 
     def _quality_summary(self, other: Artifact) -> Markdown:
         if other.kind == "draft":
@@ -69,16 +105,19 @@ class ChooseTable(Summary):
         delta = self.quality.delta(worst)
         return Markdown(f"{head}: {delta}")
 
-    def _speed_summary(self, other: Artifact, workload: Workload | None, ref_none: SpeedPoint | None) -> Markdown:
-        """Batch-1 tok/s on the main workload, served this artifact's best way (a draft: its target with
-        it), and the ratio over the reference served without speculation."""
+    def _speed_summary(self, other: Artifact, workload: Workload | None) -> Markdown:
+        """Batch-1 output tok/s on the main workload, served this artifact's best way. A draft's cell is its
+        target served with it, and only when that is faster than the target without speculation: a pairing
+        slower than no speculation is never advertised."""
         if workload is None:
             return Markdown("not measured")
         if other.kind == "draft":
             assert other.draft is not None
             points = [p for p in self.measured.points(workload_id=workload.id, draft_id=other.id)
                       if p.concurrency == 1 and p.artifact_id == other.draft.target]
-            point = points[0] if points else None
+            if points and all(p.speedup is not None and p.speedup <= 1 for p in points):
+                return Markdown("slower than its target alone")
+            point = next((p for p in points if p.speedup is not None and p.speedup > 1), None)
         else:
             point = self.speed.best(other.id, workload.id)
         if point is None:
@@ -86,33 +125,36 @@ class ChooseTable(Summary):
         text = str(self.speed.tps(point))
         if point.speculative != NONE:
             text += f" {code_span(point.speculative)}"
-        if ref_none is not None and ref_none.throughput > 0 and not (other.kind == "reference"
-                                                                     and point.speculative == NONE):
-            text += f", {self.speed.vs_reference(point, ref_none, spread=False)}"
         return Markdown(text)
 
-    def _choose_when(self, other: Artifact, workload: Workload | None) -> Markdown:  # noqa: PLR0911
+    def _choose_when(  # noqa: PLR0911
+        self, other: Artifact, facts: dict[str, Facts], beaten: Artifact | None
+    ) -> Markdown:
         """When to pick this artifact, from what was measured (a `choose_when` section overrides it)."""
         own = self.sections.get(other.id, {}).get("choose_when")
         if own:
             return prose(" ".join(own.split()))
         if not other.publish and not repo_exists(self.manifest, other):
             return Markdown("not published")
-        if other.kind == "reference":
-            return Markdown("the original weights")
         if other.kind == "draft":
             return self._draft_when(other)
-        results = self.quality.gate_results(other)
-        failed = [escape_markdown(r.gate.label or r.gate.id) for r in results if r.verdict == "fail"]
-        if failed:
+        dominated = f"dominated by {escape_markdown(beaten.repo.split('/')[1])}" if beaten is not None else None
+        if other.kind == "reference":
+            return Markdown("the original weights")
+        level = self._quality_level(other)
+        if level == FAILS:
             return Markdown("avoid: fails a gate")
-        if not results or any(r.comparison is None for r in results):
+        if level is None:
             return Markdown("not judged against the reference yet")
-        sizes = {a.id: self.measured.sizes[a.id][0] for a in self.manifest.artifact
-                 if a.id in self.measured.sizes and a.kind in {"quant", "variant"} and self.view.shown(a)
-                 and all(r.verdict == "pass" for r in self.quality.gate_results(a)) and self.quality.gate_results(a)}
-        if other.id in sizes and sizes[other.id] == min(sizes.values()) and len(sizes) > 1:
-            return Markdown("smallest that passes")
+        if dominated:
+            return Markdown(dominated)
+        # Best at what, among the artifacts that pass and are not dominated (the reference included: its
+        # quality is what passing means); "fastest" and "smallest" by the same noise rule as domination.
+        peers = [f for f in facts.values() if f.quality is not None and f.quality >= PASSES and f.published
+                 and self.dominator(self.manifest.artifact_by_id(f.artifact_id), facts) is None]
+        said = best_of(facts[other.id], peers) if other.id in facts else []
+        if said:
+            return Markdown(f"{' and '.join(said)} that passes")
         return Markdown("passes, smaller weights" if other.kind == "quant" else "passes every gate")
 
     def _draft_when(self, other: Artifact) -> Markdown:
@@ -132,7 +174,7 @@ class ChooseTable(Summary):
         if len(won) > 1 and len(won) == len(measured):
             return Markdown("every workload measured")
         if len(won) > 1:
-            return Markdown(f"{_count(len(won))} of {_count(len(measured))} workloads")
+            return Markdown(f"{count_words(len(won))} of {count_words(len(measured))} workloads")
         if won:
             return Markdown(won[0])
         if unclear:
@@ -144,10 +186,8 @@ class ChooseTable(Summary):
         if artifact.kind == "draft":
             # A draft head serves inside its target's server; its own weights are its whole addition.
             return Markdown("with its target"), Markdown("with its target")
-        entries = [r.entry for (aid, _), r in self.measured.gates.items() if aid == artifact.id]
-        entries += [p.entry for p in self.measured.points(artifact_id=artifact.id)]
         size = self.measured.sizes.get(artifact.id)
-        found = memory_figures(entries, weight_bytes=size[0] if size else None)
+        found = self._memory_figures(artifact)
         absent = Markdown("not measured")
         if found is None:
             return absent, absent
@@ -170,8 +210,14 @@ class ChooseTable(Summary):
                                              value, [found.entry]) + f" {unit}")
         return serve, peak
 
+    def _memory_figures(self, artifact: Artifact) -> MemoryFigures | None:
+        entries = [r.entry for (aid, _), r in self.measured.gates.items() if aid == artifact.id]
+        entries += [p.entry for p in self.measured.points(artifact_id=artifact.id)]
+        size = self.measured.sizes.get(artifact.id)
+        return memory_figures(entries, weight_bytes=size[0] if size else None)
 
-def _count(n: int) -> str:
+
+def count_words(n: int) -> str:
     """A small count in words (the choice table's counts of workloads)."""
     words = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
     return words[n] if n < len(words) else "many"

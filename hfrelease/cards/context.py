@@ -2,7 +2,8 @@
 
 Each section is built in a module of its own over one `CardView` (`view.py`): the quality tables
 (`quality_tables.py`), the speed tables (`speed_tables.py`), the draft sections (`draft_tables.py`),
-the headline (`headline.py`) and the choice table (`choose_table.py`), which summarise those
+the opening (`opening.py`), the headline (`headline.py`) and the choice table (`choose_table.py`,
+`choice.py`), which summarise those
 (`summary.py`), and the benchmark provenance (`benchmark_provenance.py`). The artifact's and family's
 names, the quantization recipe, links and the hand-written sections are here. All number formatting
 happens in those builders, never in a template.
@@ -27,6 +28,7 @@ from hfrelease.cards.headline import Headline
 from hfrelease.cards.inputs import FAMILY, SECTION_NAMES, CardInputs
 from hfrelease.cards.measurements import FamilyMeasurements
 from hfrelease.cards.numbers import NumberRegistry
+from hfrelease.cards.opening import Opening
 from hfrelease.cards.plots import PlotData, plan_plots
 from hfrelease.cards.quality_tables import QualityTables
 from hfrelease.cards.speed_tables import SpeedTables
@@ -50,6 +52,7 @@ def build_context(
         "artifact": _artifact(manifest, artifact),
         "family": _family(manifest),
         "headline": Headline(view, quality, speed, drafts).lines(artifact),
+        "opening": Opening(view, quality, speed, drafts).sentences(artifact),
         "quality": quality.quality(artifact),
         "fidelity": fidelity_context(manifest, measured, numbers, artifact, shown=view.shown),
         "changes": changes_context(inputs.changes, numbers, artifact),

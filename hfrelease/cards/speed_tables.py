@@ -156,6 +156,10 @@ class SpeedTables:
             return Markdown("n/a (bunched)")
         return self.metric(p, name, places, label)
 
+    def spread(self, p: SpeedPoint, name: str) -> tuple[float, float] | None:
+        """The slowest and fastest repeat of a metric, as recorded (None without a recorded spread)."""
+        return self._spread(p, name)
+
     def _spread(self, p: SpeedPoint, name: str) -> tuple[float, float] | None:
         spread = p.entry.record.extra.get("spread")
         pair = spread.get(name) if isinstance(spread, dict) else None

@@ -33,6 +33,10 @@ from hfrelease.errors import LedgerError, UsageError
 from hfrelease.ledger.record import RAW_FILE, RAW_KEYS, Kind, LedgerRecord, Sample, check_samples, raw_files
 
 SPILL_BYTES = 256 * 1024
+# The most a ledger samples file may decompress to. Its JSON lines hold excerpts of the responses (2,000
+# characters each: `lm_eval_results.RESPONSE_EXCERPT`), a few KiB a sample: 1 GiB is over 100,000 samples, and a
+# gzip that inflates past it (a decompression bomb) is refused once that much is read.
+SAMPLES_LIMIT = 1024 * 1024 * 1024
 _REPAIR_HINT = "Restore the file from git, or delete it: the measurement is then re-run."
 
 
@@ -280,9 +284,23 @@ def _when(record: LedgerRecord) -> datetime:
 
 
 def _read_samples(path: Path, record: LedgerRecord) -> tuple[Sample, ...]:
-    jsonl = gzip.decompress(path.read_bytes())
+    jsonl = read_samples_file(path)
     if hashlib.sha256(jsonl).hexdigest() != record.samples_sha256:
         raise ValueError("the samples do not match the sha256 recorded for them")
     samples = tuple(Sample.model_validate_json(line) for line in jsonl.splitlines() if line.strip())
     check_samples(record, samples)
     return samples
+
+
+def read_samples_file(path: Path, *, limit: int | None = None) -> bytes:
+    """A samples file's JSON lines, decompressed within `limit` bytes (default `SAMPLES_LIMIT`): a regular file
+    only (a FIFO would block the read forever), and a gzip that inflates past the limit (a decompression bomb)
+    is refused once that much is read, never held whole."""
+    limit = SAMPLES_LIMIT if limit is None else limit
+    if not path.is_file():
+        raise ValueError("not a regular file")
+    with gzip.open(path, "rb") as stream:
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"decompresses to more than {limit:,} bytes")
+    return data

@@ -54,7 +54,7 @@ def test_a_best_that_loses_at_one_context_length_is_not_a_clear_win(nanbeige: Ca
     assert "best config" not in section and "| best |" not in section
     assert any(line.startswith("| `eagle3` |") and line.endswith("| not a clear win |")
                for line in section.splitlines())
-    head = readme.split("<!-- measured:end -->")[0]
+    head = readme.split("## Measured figures")[1].split("<!-- measured:end -->")[0]
     line = next(line for line in head.splitlines() if line.startswith("- Reasoning (thinking on): "))
     assert line.endswith("over no speculation; not a clear win: slower than `none` at input 16384 tokens")
     assert "`eagle3`: fastest batch-1 config for Reasoning (thinking on), not a clear win (see Speed)." in readme
@@ -75,7 +75,7 @@ def test_a_recorded_unclear_win_is_never_called_best(demo_inputs: CardInputs) ->
     section = readme.split("### Long-document copy\n")[1].split("\n## ")[0]
     assert "fastest config: `ngram`, not a clear win: its batch-1 repeats overlap `draft`'s." in section
     assert "| best |" not in section
-    head = readme.split("<!-- measured:end -->")[0]
+    head = readme.split("## Measured figures")[1].split("<!-- measured:end -->")[0]
     assert "- Long-document copy: " in head and "not a clear win: its batch-1 repeats overlap `draft`'s" in head
     assert "`ngram`: fastest batch-1 config for Long-document copy, not a clear win (see Speed)." in readme
     assert _lint(inputs, "reference", readme) == []

@@ -96,7 +96,7 @@ def test_slower_config_marked_best_is_caught(fresh: list[CardText], demo_inputs:
 def test_draft_card_names_its_wins_and_gates(fresh: list[CardText]) -> None:
     """The draft card says which config wins each workload instead of headlining its own slowdown."""
     draft = next(c for c in fresh if c.artifact_id == "draft").text
-    headline = draft.split("<!-- measured:begin -->")[1].split("<!-- measured:end -->")[0]
+    headline = draft.split("## Measured figures")[1].split("<!-- measured:end -->")[0]
     assert "Short chat: `none` is faster on reference" in headline
     assert "Long-document copy: `ngram` is faster on reference" in headline
     assert "Draft gates: pass" in headline
@@ -206,7 +206,7 @@ def test_no_best_without_a_baseline(demo_inputs: CardInputs) -> None:
     section = readme.split("### Long-document copy")[1].split("###")[0]
     assert "no best config (nothing measured without speculation to compare with)" in section
     assert "| best |" not in section
-    assert "Long-document copy:" not in readme.split("<!-- measured:end -->")[0]
+    assert "Long-document copy:" not in readme.split("## Measured figures")[1].split("<!-- measured:end -->")[0]
 
 
 def test_a_single_run_passes_the_lint(demo_inputs: CardInputs, tmp_path: Path) -> None:

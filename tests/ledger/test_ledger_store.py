@@ -232,6 +232,23 @@ def test_large_samples_spill_and_round_trip(tmp_path: Path) -> None:
         ledger.load_samples(stored)
 
 
+def test_samples_files_are_read_within_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A samples file that inflates past the limit (a bomb), or that is a FIFO, is a LedgerError at once: never
+    read whole into memory, never waited on."""
+    record = make_record(samples=_big_samples(), n=3000, empty=60)
+    ledger = Ledger(tmp_path)
+    stored = LedgerRecord.from_json(ledger.write(record).read_bytes())
+    assert stored.samples_file is not None
+    spilled = tmp_path / "fp8" / stored.samples_file
+    monkeypatch.setattr(store, "SAMPLES_LIMIT", 64 * 1024)
+    with pytest.raises(LedgerError, match="decompresses to more than 65,536 bytes"):
+        ledger.load_samples(stored)
+    spilled.unlink()
+    os.mkfifo(spilled)
+    with pytest.raises(LedgerError, match="not a regular file"):
+        ledger.load_samples(stored)
+
+
 def test_merge_two_machines(tmp_path: Path) -> None:
     """Merging two independently written ledgers keeps every record, reports identical ones, never overwrites."""
     machine_a, machine_b, main = Ledger(tmp_path / "a"), Ledger(tmp_path / "b"), Ledger(tmp_path / "main")

@@ -1,0 +1,95 @@
+"""The choice table ranks by what a reader gets and calls an artifact dominated when another published one
+is at least as good on every column, differences within noise (overlapping repeats, sizes under 1 % apart)
+counting as equal (issue 25, part 1): unit tests on planted figures, then the committed demo cards."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hfrelease.cards.choice import FAILS, ORIGINAL, PASSES, Facts, best_of, compare_speed, dominated_by, rank_key
+from tests.conftest import ROOT
+
+DEMO = ROOT / "model_cards" / "demo"
+MIB = 1024 * 1024
+
+
+def _facts(artifact_id: str, *, quality: int | None = PASSES, tps: tuple[float, float, float] | None = (50, 45, 55),
+           memory: float | None = 2.2 * MIB, size: float | None = 1.2 * MIB, published: bool = True) -> Facts:
+    return Facts(artifact_id=artifact_id, published=published, quality=quality, tps=tps, memory=memory, size=size)
+
+
+def test_overlapping_repeats_are_equal_speed() -> None:
+    assert compare_speed((35.7, 35.3, 41.5), (38.0, 36.0, 44.0)) == 0
+    assert compare_speed((51.5, 43.1, 52.6), (35.7, 35.3, 41.5)) == 1
+    assert compare_speed((35.7, 35.3, 41.5), (51.5, 43.1, 52.6)) == -1
+
+
+def test_the_demo_quants_144_bytes_apart_are_one_size_and_the_faster_dominates() -> None:
+    """The demo's W8A8 and FP8 weights differ by 144 bytes of 1.2 MiB: equal, so speed decides."""
+    fp8 = _facts("fp8", tps=(35.7, 35.3, 41.5), size=1.18 * MIB + 144, memory=2.18 * MIB)
+    w8a8 = _facts("w8a8", tps=(51.5, 43.1, 52.6), size=1.18 * MIB, memory=2.17 * MIB)
+    reference = _facts("ref", quality=ORIGINAL, tps=(61.2, 59.9, 61.8), size=1.91 * MIB, memory=2.91 * MIB)
+    family = [fp8, w8a8, reference]
+    assert dominated_by(fp8, family) == w8a8
+    assert dominated_by(w8a8, family) is None
+    assert dominated_by(reference, family) is None  # the original weights: no quant beats them on quality
+    assert best_of(w8a8, [w8a8, reference]) == ["smallest"]
+
+
+def test_a_size_difference_over_one_percent_counts() -> None:
+    smaller = _facts("a", size=1.0 * MIB, memory=2.0 * MIB)
+    larger = _facts("b", size=1.05 * MIB, memory=2.1 * MIB)
+    assert dominated_by(larger, [smaller, larger]) == smaller
+    assert dominated_by(smaller, [smaller, larger]) is None
+
+
+@pytest.mark.parametrize("dominator", [
+    _facts("x", quality=FAILS, tps=(90, 88, 92)),  # fails a gate: never the one to choose instead
+    _facts("x", published=False, tps=(90, 88, 92)),  # not published: a reader cannot download it
+    _facts("x", quality=None, tps=(90, 88, 92)),  # not judged: unknown is not "at least as good"
+    _facts("x", tps=None),  # speed not measured
+])
+def test_no_domination_by_a_failing_unpublished_or_unmeasured_artifact(dominator: Facts) -> None:
+    assert dominated_by(_facts("a"), [dominator]) is None
+
+
+def test_rank_puts_what_a_reader_should_take_first() -> None:
+    rows = {"fails": _facts("fails", quality=FAILS, tps=(99, 98, 100)), "slow": _facts("slow", tps=(20, 19, 21)),
+            "fast": _facts("fast", tps=(60, 59, 61)), "ref": _facts("ref", quality=ORIGINAL, tps=(40, 39, 41)),
+            "beaten": _facts("beaten", tps=(90, 89, 91))}
+    order = sorted(rows, key=lambda k: rank_key(rows[k], dominated=k == "beaten"))
+    assert order == ["fast", "ref", "slow", "beaten", "fails"]  # passing but dominated before failing
+
+
+def _section(text: str, heading: str) -> str:
+    return text.split(heading, 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.mark.parametrize("card", ["reference", "fp8-dynamic", "w8a8-int8", "undertrained", "draft"])
+def test_the_committed_demo_cards_open_with_two_sentences_then_the_choice(card: str) -> None:
+    """Right after the title: one measured paragraph of two sentences, the hand summary, then the table."""
+    text = (DEMO / card / "README.md").read_text(encoding="utf-8").split("\n---\n", 1)[1]
+    headings = re.findall(r"^## .*$", text, flags=re.M)
+    assert headings[0] in ("## Which artifact should I choose?", "## The family"), headings[:3]
+    opening = text.split("<!-- measured:begin -->\n", 1)[1].split("<!-- measured:end -->", 1)[0].strip()
+    assert text.index(opening) < text.index(headings[0])
+    assert "\n" not in opening and len(re.findall(r"[.!?](?:\s|$)", re.sub(r"\d\.\d", "", opening))) == 2, opening
+
+
+def test_the_committed_demo_cards_rank_and_advise() -> None:
+    """FP8 is dominated by W8A8 (it passes too, its speed's repeats lie below W8A8's, the same size within
+    1 %); the draft's row shows no pairing slower than its target alone; the rows are ranked best first."""
+    text = (DEMO / "fp8-dynamic" / "README.md").read_text(encoding="utf-8")
+    table = _section(text, "## Which artifact should I choose?").split("<!-- measured:end -->")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    names = [re.search(r"\[([^\]]+)\]", row).group(1) for row in rows]  # type: ignore[union-attr]
+    assert names == ["tiny-reference", "tiny-W8A8-int8", "tiny-FP8-Dynamic", "tiny-draft"]
+    assert rows[2].endswith("| dominated by tiny-W8A8-int8 |")
+    assert "| slower than its target alone |" in rows[3]
+    opening = text.split("<!-- measured:begin -->\n", 1)[1].split("<!-- measured:end -->", 1)[0]
+    assert "tiny-W8A8-int8 is at least as good on every column" in opening
+    assert "1.18 MiB of weights against the reference's 1.91 MiB" in opening
+    assert re.search(r"\d+\.\d \(\d+\.\d–\d+\.\d\) batch-1 output tok/s on Short chat", opening)
+    assert re.search(r"worst quality delta is -\d\.\d points \(CI -\d\.\d to \+0\.0, n=30\)", opening)
