@@ -34,13 +34,20 @@ from typing import TYPE_CHECKING, Literal
 
 from hfrelease.compare.sides import LedgerSide
 from hfrelease.ledger.record import LedgerRecord
+from hfrelease.speed.noise import METRIC as SESSION_METRIC
+from hfrelease.speed.noise import SessionNoise, hardware_of, ledger_noise, sessions
 
 if TYPE_CHECKING:
     from hfrelease.manifest import Manifest
 
 CONFIDENCE = 0.95
 RESAMPLES = 10_000
-Verdict = Literal["better", "worse", "within noise", "no interval"]
+# "within session noise": a speed row whose inputs did not change (any difference is the sessions'), or whose
+# change stays inside the session-noise interval; "session noise unmeasured": a throughput row whose repeats
+# differ but no A/A group measured what varies between sessions (`hfrelease.speed.noise`).
+Verdict = Literal["better", "worse", "within noise", "no interval", "within session noise",
+                  "session noise unmeasured"]
+Method = Literal["paired-bootstrap", "unpaired-bootstrap", "session-noise", "none"]
 # Speed metrics compared, with the key of the same figure in one `vllm bench serve` result and its scale
 # (vLLM reports the acceptance rate in percent, the record as a fraction).
 SPEED_METRICS: dict[str, tuple[str, float]] = {
@@ -77,11 +84,15 @@ class ComparedRow:
     delta: float  # new - old, in the metric's unit
     ci_low: float | None
     ci_high: float | None
-    method: Literal["paired-bootstrap", "unpaired-bootstrap", "none"]
+    method: Method
     n_old: int
     n_new: int
     verdict: Verdict
     changed: tuple[ChangedInput, ...]
+    # A speed row: the server sessions each side's measurement holds (a key recorded twice is one measurement
+    # of two sessions, its value the median of all their repeats).
+    sessions_old: int = 1
+    sessions_new: int = 1
     # The two records compared (a gate run under several seeds: its first seed's): a card registers each
     # number it prints with the record it comes from.
     old_record: LedgerRecord = field(repr=False, compare=False)
@@ -114,6 +125,9 @@ class FamilyComparison:
     new_label: str
     rows: tuple[ComparedRow, ...]
     one_sided: tuple[OneSidedRow, ...]
+    # What varies between server sessions on the host, measured from the A/A groups of both sides; None when
+    # neither side holds one (`hfrelease.speed.noise`).
+    noise: SessionNoise | None = None
 
     def for_artifact(self, artifact_id: str) -> FamilyComparison:
         """The rows of one artifact: its own measurements, and those served with it as the draft."""
@@ -122,7 +136,7 @@ class FamilyComparison:
 
         return FamilyComparison(family=self.family, old_label=self.old_label, new_label=self.new_label,
                                 rows=tuple(r for r in self.rows if mine(r)),
-                                one_sided=tuple(r for r in self.one_sided if mine(r)))
+                                one_sided=tuple(r for r in self.one_sided if mine(r)), noise=self.noise)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,6 +144,8 @@ class _Measured:
     record: LedgerRecord  # the row's newest record; a gate run under several seeds: its first seed's
     side: LedgerSide
     runs: tuple[LedgerRecord, ...] = ()  # a gate run under several seeds: each seed's record, in seed order
+    # A speed row: every session of its measurement (its input key recorded on the same hardware), oldest first.
+    sessions: tuple[LedgerRecord, ...] = ()
 
     @property
     def records(self) -> tuple[LedgerRecord, ...]:
@@ -148,13 +164,14 @@ def compare_ledgers(old: LedgerSide, new: LedgerSide, *, manifest: Manifest | No
                          hint="Compare two releases (or refs, or directories) of the same family.")
     seeds = _manifest_seeds(manifest)
     olds, news = _latest(old, seeds), _latest(new, seeds)
+    noise = ledger_noise([*old.records, *new.records])
     rows: list[ComparedRow] = []
     for key in sorted(olds.keys() & news.keys()):
-        rows.extend(_compare(olds[key], news[key]))
+        rows.extend(_compare(olds[key], news[key], noise))
     one_sided = [_one_sided("old", olds[k].record) for k in sorted(olds.keys() - news.keys())]
     one_sided += [_one_sided("new", news[k].record) for k in sorted(news.keys() - olds.keys())]
     return FamilyComparison(family=old.family, old_label=old.label, new_label=new.label,
-                            rows=tuple(rows), one_sided=tuple(one_sided))
+                            rows=tuple(rows), one_sided=tuple(one_sided), noise=noise)
 
 
 def row_key(record: LedgerRecord) -> tuple[str, str, str, str]:
@@ -186,9 +203,11 @@ def _latest(side: LedgerSide, seeds: _Seeds | None) -> dict[tuple[str, str, str,
             newest[row_key(record)] = record
             by_seed.setdefault(row_key(record), {})[record.seed] = record
     found: dict[tuple[str, str, str, str], _Measured] = {}
+    measured = sessions(side.records)
     for key, record in newest.items():
         runs = _seed_runs(record, by_seed[key], seeds) if record.kind == "gate" else ()
-        found[key] = _Measured(record=runs[0] if runs else record, side=side, runs=runs)
+        same = tuple(measured.get((record.input_key, hardware_of(record)), ())) if record.kind == "speed" else ()
+        found[key] = _Measured(record=runs[0] if runs else record, side=side, runs=runs, sessions=same)
     return found
 
 
@@ -249,7 +268,7 @@ def higher_is_better(record: LedgerRecord, metric: str) -> bool:
     return not any(word in metric for word in _LOWER_IS_BETTER)
 
 
-def _compare(old: _Measured, new: _Measured) -> list[ComparedRow]:
+def _compare(old: _Measured, new: _Measured, noise: SessionNoise | None) -> list[ComparedRow]:
     changed = tuple(_changed(old, new))
     if new.record.kind == "gate":
         metric = gate_metric(new.record)
@@ -259,7 +278,7 @@ def _compare(old: _Measured, new: _Measured) -> list[ComparedRow]:
     rows = []
     for metric in SPEED_METRICS:
         if metric in old.record.metrics and metric in new.record.metrics:
-            rows.append(_over_prompts(_speed_row(old, new, metric, changed), old, new))
+            rows.append(_over_prompts(_speed_row(old, new, metric, changed, noise), old, new))
     return rows
 
 
@@ -320,40 +339,68 @@ def _gate_row(old: _Measured, new: _Measured, metric: str, changed: tuple[Change
 
 
 def repeats(measured: _Measured, metric: str) -> list[float]:
-    """The per-repeat values of a speed metric, from the raw `vllm bench serve` results the record keeps."""
+    """The per-repeat values of a speed metric, from the raw `vllm bench serve` results the records keep: every
+    session's of the measurement. A side whose raw files are missing or edited was refused when read
+    (`hfrelease.compare.sides`); `Ledger.raw_bytes` checks each file again."""
     from hfrelease.ledger.store import Ledger
 
     key, scale = SPEED_METRICS[metric]
     ledger = Ledger(measured.side.root)
     values: list[float] = []
-    raw = measured.record.extra.get("raw")
-    for name in raw if isinstance(raw, list) else []:
-        if not isinstance(name, str) or not (ledger.root / measured.record.artifact_id / name).is_file():
-            return []  # a repeat missing: no interval rather than one from part of the runs
-        for line in ledger.raw_bytes(measured.record, name).decode().splitlines():
-            if line.strip():
-                value = json.loads(line).get(key)
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    values.append(float(value) * scale)
+    for record in measured.sessions or (measured.record,):
+        raw = record.extra.get("raw")
+        for name in raw if isinstance(raw, list) else []:
+            for line in ledger.raw_bytes(record, str(name)).decode().splitlines():
+                if line.strip():
+                    value = json.loads(line).get(key)
+                    if isinstance(value, int | float) and not isinstance(value, bool):
+                        values.append(float(value) * scale)
     return values
 
 
-def _speed_row(old: _Measured, new: _Measured, metric: str, changed: tuple[ChangedInput, ...]) -> ComparedRow:
+def _speed_row(old: _Measured, new: _Measured, metric: str, changed: tuple[ChangedInput, ...],
+               noise: SessionNoise | None) -> ComparedRow:
     o, n = old.record, new.record
     old_runs, new_runs = repeats(old, metric), repeats(new, metric)
+    sessions_old, sessions_new = len(old.sessions) or 1, len(new.sessions) or 1
+    old_value, new_value = _value(old, old_runs, metric), _value(new, new_runs, metric)
     low = high = None
+    method: Method = "none"
     # One repeat has no spread to resample: its "interval" would be the point difference, zero wide, and call
     # a single run's noise better or worse (the demo's context workload runs once per point).
     if len(old_runs) > 1 and len(new_runs) > 1:
         low, high = unpaired_interval(old_runs, new_runs, statistics.median)
-    old_value, new_value = o.metrics[metric].value, n.metrics[metric].value
-    config = row_key(n)[2]
-    return ComparedRow(kind="speed", subject=n.subject_id, config=config, artifact=n.artifact_id,
+        method = "unpaired-bootstrap"
+    timed = metric == SESSION_METRIC
+    if timed and noise is not None and old_value > 0 and new_value > 0:
+        # The session-noise interval of NEW / OLD, in tok/s; the repeats' own interval is kept inside it (the
+        # hull of both), so a session pair that happened to agree never narrows what the repeats show.
+        log_low, log_high = noise.log_interval(old_value, new_value, sessions_old=sessions_old,
+                                               sessions_new=sessions_new)
+        session_low, session_high = old_value * math.expm1(log_low), old_value * math.expm1(log_high)
+        low = session_low if low is None else min(low, session_low)
+        high = session_high if high is None else max(high, session_high)
+        method = "session-noise"
+    found = verdict(low, high, higher_is_better=True)
+    if not changed and low is not None:
+        found = "within session noise"  # the same inputs on the same host: any difference is the sessions'
+    elif timed and found in ("better", "worse") and method != "session-noise":
+        found = "session noise unmeasured"  # repeats of one session each: what varies between sessions unknown
+    elif method == "session-noise" and found == "within noise":
+        found = "within session noise"
+    return ComparedRow(kind="speed", subject=n.subject_id, config=row_key(n)[2], artifact=n.artifact_id,
                        draft=n.draft_artifact_id, metric=metric, higher_is_better=True, old=old_value,
-                       new=new_value, delta=new_value - old_value, ci_low=low, ci_high=high,
-                       method="unpaired-bootstrap" if low is not None else "none", n_old=len(old_runs),
-                       n_new=len(new_runs), verdict=verdict(low, high, higher_is_better=True), changed=changed,
-                       old_record=o, new_record=n)
+                       new=new_value, delta=new_value - old_value, ci_low=low, ci_high=high, method=method,
+                       n_old=len(old_runs), n_new=len(new_runs), verdict=found, changed=changed,
+                       sessions_old=sessions_old, sessions_new=sessions_new, old_record=o, new_record=n)
+
+
+def _value(measured: _Measured, runs: Sequence[float], metric: str) -> float:
+    """A speed measurement's value: its record's (the median of its repeats); a measurement of several sessions,
+    the median of all their repeats."""
+    if len(measured.sessions) > 1 and runs:
+        return float(statistics.median(runs))
+    return measured.record.metrics[metric].value
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -404,6 +451,10 @@ def changed_inputs(old: LedgerRecord, new: LedgerRecord) -> list[ChangedInput]:
             found.append(ChangedInput(name=name, old=show(a), new=show(b)))
 
     add("weights", old.artifact_hash, new.artifact_hash, digest=True)
+    if new.kind != "gate" and old.hardware != new.hardware:  # another host is another measurement of speed
+        keys = sorted(k for k in old.hardware.keys() | new.hardware.keys()
+                      if old.hardware.get(k) != new.hardware.get(k))
+        add("hardware", {k: old.hardware.get(k) for k in keys}, {k: new.hardware.get(k) for k in keys})
     add("draft weights", old.draft_hash, new.draft_hash, digest=True)
     for library in ("vllm", "lm_eval", "transformers", "torch"):
         add(library.replace("_", "-") + " version", old.versions.get(library), new.versions.get(library))
