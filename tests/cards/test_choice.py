@@ -91,5 +91,5 @@ def test_the_committed_demo_cards_rank_and_advise() -> None:
     opening = text.split("<!-- measured:begin -->\n", 1)[1].split("<!-- measured:end -->", 1)[0]
     assert "tiny-W8A8-int8 is at least as good on every column" in opening
     assert "1.18 MiB of weights against the reference's 1.91 MiB" in opening
-    assert re.search(r"\d+\.\d \(\d+\.\d–\d+\.\d\) batch-1 output tok/s on Short chat", opening)
+    assert re.search(r"\d+\.\d \(\d+\.\d\u2013\d+\.\d\) batch-1 output tok/s on Short chat", opening)
     assert re.search(r"worst quality delta is -\d\.\d points \(CI -\d\.\d to \+0\.0, n=30\)", opening)
