@@ -92,7 +92,7 @@ def pre_server_problems(manifest: Manifest, *, artifacts: Sequence[str] = (), ga
         if gate.task_dir not in catalogs and directory.is_dir():
             catalogs[gate.task_dir] = include_catalog(directory)
         if gate.task_dir in catalogs:
-            problems += data_file_problems(gate, index, catalogs[gate.task_dir])
+            problems += data_file_problems(gate, index, catalogs[gate.task_dir].entries)
     chosen = [a for a in manifest.artifact if a.source.path is not None and (not artifacts or a.id in artifacts)]
     problems += scheme_problems(manifest, fetch=None, only={a.id for a in chosen})
     return problems

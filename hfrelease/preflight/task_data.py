@@ -15,13 +15,10 @@ import glob
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hfrelease.errors import ConfigProblem
 from hfrelease.manifest import Gate
-
-if TYPE_CHECKING:
-    from hfrelease.preflight.tasks import TaskCatalog
 
 # datasets.packaged_modules._PACKAGED_DATASETS_MODULES (4.x), where `datasets` is not importable here.
 _PACKAGED = frozenset({"csv", "json", "pandas", "parquet", "arrow", "text", "imagefolder", "audiofolder",
@@ -71,14 +68,16 @@ def _leaf_names(catalog_entries: Mapping[str, Mapping[str, Any]], name: str, see
             yield from _leaf_names(catalog_entries, member_name, seen | {name})
 
 
-def data_file_problems(gate: Gate, index: int, catalog: TaskCatalog, *, cwd: Path | None = None) -> list[ConfigProblem]:
-    """Every local `data_files` path of the gate's task (or its group's tasks) that lm-eval would not find."""
+def data_file_problems(gate: Gate, index: int, entries: Mapping[str, Mapping[str, Any]], *, cwd: Path | None = None
+                       ) -> list[ConfigProblem]:
+    """Every local `data_files` path of the gate's task (or its group's tasks) that lm-eval would not find;
+    `entries` is a `TaskCatalog`'s (hfrelease.preflight.tasks)."""
     assert gate.task is not None
     here = (cwd or Path.cwd()).resolve()
     packaged = _packaged()
     problems: list[ConfigProblem] = []
-    for name in dict.fromkeys(_leaf_names(catalog.entries, gate.task, frozenset())):
-        data = catalog.entries[name].get("data")
+    for name in dict.fromkeys(_leaf_names(entries, gate.task, frozenset())):
+        data = entries[name].get("data")
         if not isinstance(data, Mapping) or data.get("path") not in packaged:
             continue  # a Hub data set or a local directory: its files are relative to it
         base = here / data["data_dir"] if isinstance(data.get("data_dir"), str) else here

@@ -300,5 +300,5 @@ def task_problems(manifest: Manifest, *, cache_dir: Path | None, catalog: TaskCa
                 continue  # load_manifest reports the missing directory
             by_dir[gate.task_dir] = base.overlay(include_catalog(directory))
         problems += gate_problems(gate, index, by_dir[gate.task_dir], task_dir=gate.task_dir)
-        problems += data_file_problems(gate, index, by_dir[gate.task_dir])
+        problems += data_file_problems(gate, index, by_dir[gate.task_dir].entries)
     return problems, []

@@ -86,7 +86,8 @@ def test_check_reports_each_manifest(fixture_family: Path, tmp_path: Path, cli: 
 
 
 def test_init_scaffold_passes_check(tmp_path: Path, cli: CliRun) -> None:
-    """A scaffolded family is accepted by check and carries the values given."""
+    """A scaffolded family is accepted by check and carries the values given; the preflight's one problem is
+    the placeholder reference directory, which holds only README.txt until the weights are put there."""
     target = tmp_path / "mymodel"
     code, _, err = cli(
         ["init", str(target), "--name", "mymodel-7b", "--base-model", "acme/MyModel-7B", "--owner", "me",
@@ -94,10 +95,13 @@ def test_init_scaffold_passes_check(tmp_path: Path, cli: CliRun) -> None:
     )
     assert code == 0, err
     assert (target / "sections" / "limitations.md").is_file()
-    code, out, _ = cli(["check", "--json", str(target)])
+    code, out, _ = cli(["check", "--json", "--no-preflight", str(target)])
     assert code == 0
     report = json.loads(out)
     assert report["family"] == "mymodel-7b"
+    code, out, _ = cli(["check", "--json", "--offline", str(target)])
+    assert code == ExitCode.CONFIG
+    assert [p["location"] for p in json.loads(out)["problems"]] == ["artifact[0].source.path"]
     text = (target / "release.toml").read_text()
     assert 'languages = ["en", "fr"]' in text
     assert 'base_model = "acme/MyModel-7B"' in text
