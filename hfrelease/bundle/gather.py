@@ -353,25 +353,59 @@ def _gather_rendered(manifest: Manifest, artifact: Artifact, found: Candidates, 
 
 def gather_ledger(manifest: Manifest, artifact: Artifact, found: Candidates) -> None:
     """results/<artifact-id>/: each record, the samples file it names and the raw `vllm bench serve` repeats it
-    names (`extra.raw`, `*.bench.jsonl`), as ledger/<name>.
+    names (`extra.raw`, `*.bench.jsonl`), as ledger/<name>; and every record of another artifact that the
+    rendered card cites (the reference's, above all, published or not), as ledger/<that id>/<name>.
 
     The repeats ship because a speed record keeps only their median: `hfrelease compare` reading a release
     tag draws a speed row's interval from them (a few KiB each). The other raw files (`/metrics` snapshots,
     fidelity logprobs, up to ~1 MiB each) serve cards, which are rendered before publishing, and stay local.
+    The cited records of other artifacts ship in each repo whose card cites them (issue 27): the card says
+    every record behind it ships in its repo's `ledger/`, which held only its own, so a reference with
+    `publish = false` shipped nowhere. Copies in each citing repo (a few KiB per record) keep each repo
+    self-contained, where a separate family ledger repo would be one more repo every card, tag and verify
+    must name.
     Every entry is judged before the ledger reads anything (a link out, a FIFO, a device must not be read);
     then reading every record validates it (name matches content, schema ok), each samples file is checked
     against its record's sha256 and each repeats file against the sha256 in its name, so a damaged record
     or a file that is not the measured one never ships. A samples or repeats file no record names is left out.
     """
-    from hfrelease.ledger.record import raw_files
-    from hfrelease.ledger.store import Ledger
-
-    results = manifest.ledger_dir
-    directory = results / artifact.id
-    where = f"results/{artifact.id}/"
+    directory = manifest.ledger_dir / artifact.id
     if not directory.is_dir() and not directory.is_symlink():
         found.notes.append(f"no ledger records in {directory}: the card cites no measured results")
-        return
+    else:
+        _gather_records(manifest, artifact.id, found, prefix=LEDGER_PREFIX, only=None)
+    for other, names in sorted(cited_records(manifest, artifact).items()):
+        _gather_records(manifest, other, found, prefix=f"{LEDGER_PREFIX}{other}/", only=names)
+
+
+def cited_records(manifest: Manifest, artifact: Artifact) -> dict[str, set[str]]:
+    """Record names (`<name>.json`) of other artifacts that the artifact's rendered card cites, by artifact id."""
+    from hfrelease.cards.card_text import provenance_table
+
+    card = manifest.root / artifact.id / "README.md"
+    if not card.is_file() or card.is_symlink():
+        return {}  # no card yet (a note says so), or a link the rendered walk refuses
+    ids = {a.id for a in manifest.artifact} - {artifact.id}
+    cited: dict[str, set[str]] = {}
+    for _, names in provenance_table(card.read_text(encoding="utf-8", errors="replace")).values():
+        for name in names:
+            owner, _, record = name.partition("/")
+            if owner in ids and record and "/" not in record:
+                cited.setdefault(owner, set()).add(record)
+    return cited
+
+
+def _gather_records(manifest: Manifest, artifact_id: str, found: Candidates, *, prefix: str,
+                    only: set[str] | None) -> None:
+    """One artifact's records (`only`: these record names and the files they name) as `prefix`<name>."""
+    from hfrelease.ledger.record import raw_files
+    from hfrelease.ledger.store import Ledger, record_name
+
+    results = manifest.ledger_dir
+    directory = results / artifact_id
+    where = f"results/{artifact_id}/"
+    if not directory.is_dir() and not directory.is_symlink():
+        return  # a cited record that is not in the ledger: `check --cards` says so
     problem = found.tree.outside(directory)
     if problem is not None:
         found.refuse(directory, problem.reason, problem.fix, where=where)
@@ -384,6 +418,8 @@ def gather_ledger(manifest: Manifest, artifact: Artifact, found: Candidates) -> 
         if path.is_dir() and not path.is_symlink():
             continue
         shipped = path.name.endswith((".json", SAMPLES_SUFFIX, REPEATS_SUFFIX))
+        if only is not None and path.name.endswith(".json") and path.name not in only:
+            continue
         if not shipped:  # raw benchmark files stay local, but are read by cards: no link out either
             outside = found.tree.outside(path)
             if outside is not None:
@@ -395,7 +431,9 @@ def gather_ledger(manifest: Manifest, artifact: Artifact, found: Candidates) -> 
     if len(found.refusals) > before:
         return  # the ledger reads nothing that was refused
     ledger = Ledger(results)
-    records = ledger.records(artifact_id=artifact.id)
+    # A record's name is its content's (hfrelease.ledger.store.record_name), re-derived from its canonical bytes.
+    records = [r for r in ledger.records(artifact_id=artifact_id)
+               if only is None or record_name(r, r.to_json()).rsplit("/", 1)[-1] in only]  # fmt: skip
     named = {r.samples_file for r in records if r.samples_file is not None}
     present = {name for name, _ in candidates}
     for record in records:
@@ -405,12 +443,12 @@ def gather_ledger(manifest: Manifest, artifact: Artifact, found: Candidates) -> 
                 named.add(name)
                 ledger.raw_bytes(record, name)  # verifies the file against the sha256 in its name
     left = [name for name, _ in candidates if name.endswith((SAMPLES_SUFFIX, REPEATS_SUFFIX)) and name not in named]
-    if left:
+    if left and only is None:
         found.notes.append(f"samples or repeats files no record in {directory} names, not published: "
                            f"{', '.join(left)}")
     for name, real in candidates:
         if name not in left:
-            found.add(LEDGER_PREFIX + name, real, "ledger-record", where=where + name)
+            found.add(prefix + name, real, "ledger-record", where=where + name)
 
 
 def _walk(root: Path, found: Candidates, *, where: str, plugin_tree: bool = False) -> list[tuple[str, Path]]:

@@ -250,3 +250,28 @@ def test_every_eval_ever_records_ship_with_the_card(family: Path) -> None:
     (family / "q0" / "plots" / "old" / "load.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     refused = _refusals(family)
     assert len(refused) == 2 and any("notes.txt" in r for r in refused) and any("old/load.png" in r for r in refused)
+
+
+def test_the_reference_records_a_card_cites_ship_in_its_repo(family: Path) -> None:
+    """The reference is `publish = false`: the records of it that q0's card cites ship in q0's repo as
+    ledger/ref/<name> (with the repeats they name), so "every record behind this card ships in the repo's
+    ledger/" holds; q1's card cites none of them and ships none (issue 27, part 5)."""
+    from hfrelease.ledger.store import Ledger, record_name
+    from tests.ledger_pairs import write_speed
+
+    ledger = Ledger(family / "results")
+    ref = write_speed(ledger, family="tiny", artifact="ref", draft=None, speculative="none",
+                      throughputs=(100.0, 104.0, 98.0))
+    own = write_speed(ledger, family="tiny", artifact="q0", draft=None, speculative="none",
+                      throughputs=(90.0, 91.0, 92.0))
+    ref_name, own_name = (record_name(r, r.to_json()) for r in (ref, own))
+    card = family / "q0" / "README.md"
+    card.write_text(card.read_text() + "\n<!-- provenance:begin -->\n"
+                    f"- `speed.chat.q0` = 91.0: output tok/s; `{own_name}`, `{ref_name}`\n<!-- provenance:end -->\n")
+    repos = {repo.artifact_id: {f.path for f in repo.files if f.path.startswith("ledger/")}
+             for repo in _bundle(family).repos}  # fmt: skip
+    ref_raw = ref.extra["raw"]
+    assert isinstance(ref_raw, list)
+    assert {f"ledger/ref/{ref_name.split('/')[1]}", *(f"ledger/ref/{n}" for n in ref_raw)} <= repos["q0"]
+    assert f"ledger/{own_name.split('/')[1]}" in repos["q0"]
+    assert not any(path.startswith("ledger/ref/") for path in repos["q1"])
