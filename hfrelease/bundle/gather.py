@@ -201,13 +201,7 @@ def declared_files(
         real = found.judge(path, kind=Kind.DECLARED, name=Path(relative).name, where=where)
         if real is None:
             continue
-        inside = checkpoint is not None and real.is_relative_to(checkpoint)
-        name = Path(relative).name
-        if Path(relative).parent.name.isdigit():
-            # speculators' per-epoch files (<epoch>/val_metrics.json) keep their epoch directory: by name
-            # alone, every epoch's would claim one repo path.
-            name = f"{Path(relative).parent.name}/{name}"
-        declared[real] = (real.relative_to(checkpoint).as_posix() if inside and checkpoint else name, where)
+        declared[real] = (rules.declared_repo_path(relative, real, checkpoint), where)
     return declared
 
 

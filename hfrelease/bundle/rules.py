@@ -7,7 +7,11 @@ model repo holds on the Hub. Names are matched case-insensitively on the file's 
 from __future__ import annotations
 
 from fnmatch import fnmatch
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hfrelease.manifest import Artifact, Manifest
 
 # Files of a checkpoint directory that belong in its repo without being declared (matched on the path
 # relative to the artifact directory: weights anywhere, the rest at the top level).
@@ -95,3 +99,21 @@ def role_of(repo_path: str) -> str:
     named = {"README.md": "card", "CITATION.cff": "citation", "MANIFEST": "manifest", "recipe.yaml": "recipe"}
     return named.get(name, "declared")
 
+
+
+def declared_repo_path(relative: str, real: Path, checkpoint: Path | None) -> str:
+    """Where a file the manifest names (`files`, a quant's `recipe`) lands in the repo: relative to the
+    checkpoint when it is inside it, else by its name; speculators' per-epoch files (<epoch>/val_metrics.json)
+    keep their epoch directory, as by name alone every epoch's would claim one repo path."""
+    if checkpoint is not None and real.is_relative_to(checkpoint):
+        return real.relative_to(checkpoint).as_posix()
+    name = Path(relative).name
+    return f"{Path(relative).parent.name}/{name}" if Path(relative).parent.name.isdigit() else name
+
+
+def shipped_path(manifest: Manifest, artifact: Artifact, relative: str) -> str:
+    """The path in the artifact's published repo of a file the manifest names by its place in the family (a
+    card cites `recipe.yaml`, not the build path `checkpoints/fp8-dynamic/recipe.yaml`)."""
+    source = artifact.source.path
+    checkpoint = manifest.resolve(source).resolve() if source is not None else None
+    return declared_repo_path(relative, (manifest.root / relative).resolve(), checkpoint)

@@ -64,7 +64,7 @@ def build_context(
         "acceptance": drafts.acceptance(artifact),
         "serving": serving_context(manifest, measured, artifact),
         "download": code_block(download_command(artifact), language="bash"),
-        "creation": _creation(artifact),
+        "creation": _creation(manifest, artifact),
         "training": training_context(inputs.manifest, artifact, inputs.files.get(artifact.id, {}),
                                      drafts.serving_acceptance(artifact)),
         "choose": ChooseTable(view, quality, speed, drafts).table(artifact),
@@ -122,7 +122,9 @@ def _family(manifest: Manifest) -> Context:
     }
 
 
-def _creation(artifact: Artifact) -> Context | None:
+def _creation(manifest: Manifest, artifact: Artifact) -> Context | None:
+    from hfrelease.bundle.rules import shipped_path
+
     q = artifact.quantization
     if q is None:
         return None
@@ -140,7 +142,8 @@ def _creation(artifact: Artifact) -> Context | None:
         "modifier": code_span(modifier), "targets": code_span(", ".join(q.targets)),
         "ignore": code_span(", ".join(q.ignore)) if q.ignore else None,
         "data": escape_markdown("data-free" if q.data_free else (q.calibration or "calibrated")),
-        "recipe_file": code_span(q.recipe) if q.recipe else None,
+        # Where a reader finds it: its path in this repo, not the family's build path (issue 27).
+        "recipe_file": code_span(shipped_path(manifest, artifact, q.recipe)) if q.recipe else None,
         "code": code_block(recipe, language="python"),
         "notes": escape_markdown(q.notes) if q.notes else None,
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from card_fixtures import nanbeige_inputs
@@ -135,3 +136,20 @@ def test_void_gate_shows_void_not_a_number(demo_inputs: CardInputs) -> None:
     card = render_family(inputs, plots=False, artifacts=["w8a8-int8"]).cards[0]
     assert "void: 12 of 50 answers were cut off" in card.readme
     assert not any(r.id == "gate.arith.w8a8-int8.value" for r in card.numbers)
+
+
+def test_the_recipe_is_named_by_its_path_in_the_published_repo(nanbeige_manifest: Manifest) -> None:
+    """A quant's recipe inside its checkpoint is cited as the repo holds it (`recipe.yaml` at its top), not by
+    the family's build path `checkpoints/fp8-dynamic/recipe.yaml` (issue 27, part 5)."""
+    build_path = "checkpoints/fp8-dynamic/recipe.yaml"
+
+    def with_recipe(artifact: Any) -> Any:
+        if artifact.id != "fp8-dynamic":
+            return artifact
+        source = artifact.source.model_copy(update={"hub": None, "revision": None, "path": "checkpoints/fp8-dynamic"})
+        quantization = artifact.quantization.model_copy(update={"recipe": build_path})
+        return artifact.model_copy(update={"source": source, "quantization": quantization})
+
+    manifest = nanbeige_manifest.model_copy(update={"artifact": [with_recipe(a) for a in nanbeige_manifest.artifact]})
+    readme = render_family(nanbeige_inputs(manifest, with_speed=False), plots=False).card("fp8-dynamic").readme
+    assert "- Recipe: `recipe.yaml`" in readme and build_path not in readme
