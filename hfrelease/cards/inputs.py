@@ -53,6 +53,14 @@ class RecordEntry:
 
 
 @dataclass(frozen=True, kw_only=True)
+class HardwareLedger:
+    """Another hardware's ledger beside the family's (`results-h200/` beside `results/`), read as it is."""
+
+    name: str  # the directory's name
+    entries: tuple[RecordEntry, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
 class CardInputs:
     """What a family's cards are made from; built by `read_inputs` or directly by tests."""
 
@@ -61,6 +69,7 @@ class CardInputs:
     sections: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # FAMILY or artifact id -> slot -> text
     files: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # artifact id -> declared path -> text
     changes: FamilyComparison | None = None  # `render --since TAG`: the "Changes since" section's rows
+    hardwares: tuple[HardwareLedger, ...] = ()  # other hardware's ledgers (`cards/hardware.py`)
 
 
 def entry_for(record: LedgerRecord, scores: Mapping[str, float] | None = None,
@@ -71,7 +80,23 @@ def entry_for(record: LedgerRecord, scores: Mapping[str, float] | None = None,
 
 
 def read_inputs(manifest: Manifest, *, ledger_root: Path | None = None) -> CardInputs:
-    """Read the family's ledger (`results/`), `sections/` and the artifacts' declared text files."""
+    """Read the family's ledger (`results/`), other hardware's ledgers beside it (`results-<name>/`),
+    `sections/` and the artifacts' declared text files."""
+    # Another hardware's ledger sits beside the family's as `results-<name>/` (`results-h200/`); a merged ledger
+    # elsewhere (`ledger_root`) has none.
+    root = manifest.ledger_dir
+    others = [] if ledger_root is not None else sorted(
+        p for p in root.parent.glob(f"{root.name}-*") if p.is_dir() and not p.is_symlink())
+    return CardInputs(
+        manifest=manifest,
+        records=_read_ledger(manifest, ledger_root),
+        sections=read_sections(manifest),
+        files=_read_files(manifest),
+        hardwares=tuple(HardwareLedger(name=p.name, entries=_read_ledger(manifest, p)) for p in others),
+    )
+
+
+def _read_ledger(manifest: Manifest, ledger_root: Path | None) -> tuple[RecordEntry, ...]:
     ledger = Ledger(ledger_root or manifest.ledger_dir)
     problems = results_problems(manifest, ledger_root=ledger_root)
     if problems:
@@ -85,12 +110,7 @@ def read_inputs(manifest: Manifest, *, ledger_root: Path | None = None) -> CardI
         for record in ledger.records():
             samples = ledger.load_samples(record) if record.kind == "gate" else ()
             entries.append(entry_for(record, {s.doc_id: s.score for s in samples}, samples))
-    return CardInputs(
-        manifest=manifest,
-        records=tuple(entries),
-        sections=read_sections(manifest),
-        files=_read_files(manifest),
-    )
+    return tuple(entries)
 
 
 def results_problems(manifest: Manifest, *, ledger_root: Path | None = None) -> list[tuple[str, str]]:

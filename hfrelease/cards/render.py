@@ -19,6 +19,7 @@ from hfrelease.cards import citation, every_eval_ever, frontmatter
 from hfrelease.cards.context import build_context
 from hfrelease.cards.environment import card_environment
 from hfrelease.cards.errors import CardError
+from hfrelease.cards.hardware import hardware_context
 from hfrelease.cards.inputs import CardInputs
 from hfrelease.cards.measurements import FamilyMeasurements, measure_family
 from hfrelease.cards.numbers import NumberRow
@@ -75,6 +76,7 @@ def render_card(
 ) -> RenderedCard:
     manifest = inputs.manifest
     context, numbers, plot_data = build_context(inputs, measured, artifact)
+    context["hardware"] = hardware_context(inputs, artifact)  # other hardware's ledgers, side by side
     body = render_body(environment, artifact.kind, context)
     data = frontmatter.card_data(manifest, measured, artifact)
     text = f"---\n{data.to_yaml()}\n---\n\n{body}"
