@@ -8,11 +8,15 @@ and published) with the measurements it was made from:
 - `metrics` holds the winner's `output_throughput` and, when a point without speculation was measured,
   its `speedup`;
 - `extra` holds the winner (`speculative`), whether it is a `clear` win, the `runner_up`, every
-  `candidates`' numbers and `derived_from`: the sorted input keys of the candidate speed records.
+  `candidates`' numbers and `derived_from`: the sorted input keys of the candidate speed records; and what
+  the verdict was judged on (`verdict.best_configs`): `not_clear` (why it is no clear win at batch 1, or
+  null), `loses_at` (each other point of the workload -- concurrency, context length -- where another config
+  is faster), `judged_over` (those points' input keys) and `session_noise` (the host's, or null: unmeasured).
 
-Its input key is derived from the candidates' input keys only: a warm re-run over the same records
-finds the existing record (`Ledger.latest`) and writes nothing, while re-measuring any candidate gives
-a new key and a new record. The record measures nothing itself (`duration_s = 0`).
+Its input key is derived from the candidates' input keys, and when the verdict read more, the other points'
+and the session noise: a warm re-run over the same records finds the existing record (`Ledger.latest`) and
+writes nothing, while re-measuring any of them (or measuring the noise anew) gives a new key and a new record.
+The record measures nothing itself (`duration_s = 0`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 from hfrelease.ledger.provenance import now_utc_iso
 from hfrelease.ledger.record import JsonDict, LedgerRecord, Metric, input_key
 from hfrelease.ledger.store import Ledger
+from hfrelease.speed.noise import SessionNoise
 from hfrelease.speed.result import SpeedRow, row_from_record
 from hfrelease.speed.verdict import BestConfig, with_speedups
 
@@ -40,13 +45,33 @@ def candidates(best: BestConfig, records: Iterable[LedgerRecord]) -> list[Ledger
     return [found[key] for key in sorted(found)]
 
 
-def best_key(candidate_records: Sequence[LedgerRecord]) -> str:
-    """The input key of the speed-best record derived from exactly these candidate records."""
-    return input_key(kind=KIND, candidates=sorted({r.input_key for r in candidate_records}))
+def other_points(best: BestConfig, records: Iterable[LedgerRecord]) -> list[LedgerRecord]:
+    """The workload's other ok points on the artifact (other concurrencies, context-sweep lengths), which the
+    verdict judged `best` on too."""
+    found: dict[str, LedgerRecord] = {}
+    for record in records:
+        if (record.kind in ("speed", "speed-sweep") and record.status == "ok" and record.artifact_id == best.artifact_id
+                and record.subject_id == best.workload_id):
+            row = row_from_record(record, origin="recorded")
+            if row.concurrency != 1 or row.input_len is not None:
+                found.setdefault(record.input_key, record)
+    return [found[key] for key in sorted(found)]
+
+
+def best_key(candidate_records: Sequence[LedgerRecord], others: Sequence[LedgerRecord] = (),
+             noise: SessionNoise | None = None) -> str:
+    """The input key of the speed-best record derived from exactly these candidate records (and other points
+    and session noise, when the verdict read them)."""
+    judged: dict[str, object] = {}
+    if others:
+        judged["others"] = sorted({r.input_key for r in others})
+    if noise is not None:
+        judged["noise"] = [round(noise.sigma, 6), noise.df, list(noise.groups)]
+    return input_key(kind=KIND, candidates=sorted({r.input_key for r in candidate_records}), **judged)
 
 
 def best_record(best: BestConfig, candidate_records: Sequence[LedgerRecord], *,
-                started_at: str | None = None) -> LedgerRecord:
+                started_at: str | None = None, others: Sequence[LedgerRecord] = ()) -> LedgerRecord:
     """The speed-best record of `best`, chosen among `candidate_records` (see `candidates`)."""
     if not candidate_records:
         raise ValueError(f"no candidate records for the best config of {best.artifact_id}/{best.workload_id}")
@@ -67,6 +92,10 @@ def best_record(best: BestConfig, candidate_records: Sequence[LedgerRecord], *,
         "runner_up": best.runner_up,
         "candidates": [_candidate(r, row) for r, row in ranked],
         "derived_from": [key for key in sorted({r.input_key for r in candidate_records})],
+        "not_clear": best.not_clear,
+        "loses_at": [*best.loses_at],
+        "judged_over": [*sorted({r.input_key for r in others})],
+        "session_noise": best.noise.as_dict() if best.noise else None,
     }
     return LedgerRecord(
         kind=KIND,
@@ -93,7 +122,7 @@ def best_record(best: BestConfig, candidate_records: Sequence[LedgerRecord], *,
         hardware=winner.hardware,
         started_at=started_at or now_utc_iso(),
         duration_s=0,
-        input_key=best_key(candidate_records),
+        input_key=best_key(candidate_records, others, best.noise),
         extra=extra,
     )
 
@@ -114,8 +143,8 @@ def record_best_configs(ledger: Ledger, best: Iterable[BestConfig], records: Seq
     """
     written: list[Path] = []
     for config in best:
-        found = candidates(config, records)
-        if not found or ledger.latest(best_key(found)) is not None:
+        found, others = candidates(config, records), other_points(config, records)
+        if not found or ledger.latest(best_key(found, others, config.noise)) is not None:
             continue
-        written.append(ledger.write(best_record(config, found, started_at=started_at)))
+        written.append(ledger.write(best_record(config, found, started_at=started_at, others=others)))
     return written

@@ -22,9 +22,10 @@ from typing import Literal
 
 from hfrelease.errors import ConfigError, ConfigProblem
 from hfrelease.hashing import HashCache
-from hfrelease.ledger.record import LedgerRecord
+from hfrelease.ledger.record import Kind, LedgerRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Artifact, Manifest
+from hfrelease.speed.noise import host_noise
 from hfrelease.speed.plan import (
     NONE,
     PointJob,
@@ -130,7 +131,8 @@ def find_point_record(job: SpeedServerJob, point: PointJob, *, ledger: Ledger) -
         return None
     found: LedgerRecord | None = None
     keys: dict[str | None, str] = {}
-    for record in ledger.records(artifact_id=job.artifact.id, subject_id=point.workload.id, kind="speed"):
+    kind: Kind = "speed-sweep" if point.input_len else "speed"
+    for record in ledger.records(artifact_id=job.artifact.id, subject_id=point.workload.id, kind=kind):
         if record.artifact_hash != job.content.sha256:
             continue
         version = record.versions.get("vllm")
@@ -139,7 +141,7 @@ def find_point_record(job: SpeedServerJob, point: PointJob, *, ledger: Ledger) -
                 point.workload, concurrency=point.concurrency, prompts_sha256=point.prompts_sha256,
                 content_sha256=job.content.sha256,
                 draft_sha256=job.draft_content.sha256 if job.draft_content else None,
-                speculative=job.speculative, public=job.public, vllm_version=version)
+                speculative=job.speculative, public=job.public, vllm_version=version, input_len=point.input_len)
         if record.input_key == keys[version] and (found is None or record.status == "ok" or found.status != "ok"):
             found = record  # oldest first: the newest wins, an ok record over a later void one
     return found
@@ -155,14 +157,16 @@ def judge_draft(manifest: Manifest, draft_id: str, *, ledger: Ledger, hash_cache
     plan = plan_drafts(manifest, [draft_id], ledger=ledger, hash_cache=hash_cache, download=False)
     problems: list[DraftProblem] = []
     rows: list[SpeedRow] = []
+    records: list[LedgerRecord] = []
     for job in plan.servers:
         for point in job.points:
-            if point.input_len or (draft.draft is not None and job.artifact.id != draft.draft.target):
-                # A context sweep's point, or a draft x target matrix point on another target: the draft gates
-                # judge the workload's own points on the trained target.
+            if draft.draft is not None and job.artifact.id != draft.draft.target:
+                # A draft x target matrix point on another target: the draft gates judge the trained target's
+                # points (the speedup over every one of a workload: batch 1, concurrencies, context lengths).
                 continue
             record = find_point_record(job, point, ledger=ledger)
-            where = f"{point.workload.id} c{point.concurrency} [{job.spec_id}] on {job.artifact.id}"
+            length = f" input {point.input_len}" if point.input_len else ""
+            where = f"{point.workload.id} c{point.concurrency}{length} [{job.spec_id}] on {job.artifact.id}"
             if record is None:
                 why = (f"its content could not be identified ({job.unknown})"
                        if job.content is None or (job.draft is not None and job.draft_content is None) else
@@ -173,8 +177,11 @@ def judge_draft(manifest: Manifest, draft_id: str, *, ledger: Ledger, hash_cache
                 problems.append(DraftProblem(draft_id=draft_id, check=where, kind="void",
                                              text=f"{draft_id}: {where}: void ({record.void_reason})"))
             else:
+                records.append(record)
                 rows.append(row_from_record(record, origin="recorded"))
-    checks = [c for c in draft_checks(manifest, with_speedups(rows)) if c.draft_id == draft_id]
+    # Judged against the session noise of the host(s) the points ran on, from the ledger's A/A groups.
+    noise = host_noise(ledger.records(), [r for r in records if r.status == "ok"])
+    checks = [c for c in draft_checks(manifest, with_speedups(rows), noise) if c.draft_id == draft_id]
     problems += [DraftProblem(draft_id=draft_id, check=c.check, kind="fail",
                               text=f"{draft_id}: {c.check} on {c.workload_id} [{c.speculative}]: fail ({c.reason})")
                  for c in checks if c.verdict == "fail"]

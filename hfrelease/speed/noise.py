@@ -33,7 +33,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hfrelease.ledger.record import LedgerRecord
+from hfrelease.ledger.record import JsonDict, LedgerRecord
 
 CONFIDENCE = 0.95
 METRIC = "output_throughput"
@@ -89,8 +89,8 @@ class SessionNoise:
                 f"{self.sigma:.3f}, df {self.df}, t {self.t:.2f}; from {len(self.groups)} A/A "
                 f"group{'s' if len(self.groups) != 1 else ''}: {', '.join(self.groups)})")
 
-    def as_dict(self) -> dict[str, object]:
-        return {"sigma_log": self.sigma, "df": self.df, "t": self.t, "groups": list(self.groups)}
+    def as_dict(self) -> JsonDict:
+        return {"sigma_log": self.sigma, "df": self.df, "t": self.t, "groups": [*self.groups]}
 
 
 def pooled(groups: Mapping[str, Sequence[float]]) -> SessionNoise | None:
@@ -145,3 +145,9 @@ def ledger_noise(records: Iterable[LedgerRecord]) -> SessionNoise | None:
                 label += "'"
             groups[label] = [r.metrics[METRIC].value for r in found]
     return pooled(groups)
+
+
+def host_noise(records: Iterable[LedgerRecord], measured: Iterable[LedgerRecord]) -> SessionNoise | None:
+    """The session noise of the hosts `measured` ran on, from the A/A groups among `records` (a ledger's)."""
+    hosts = {hardware_of(r) for r in measured}
+    return ledger_noise(r for r in records if hardware_of(r) in hosts)

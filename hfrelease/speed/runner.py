@@ -32,6 +32,7 @@ from hfrelease.serving.stall import Progress, StallWatch
 from hfrelease.speed import bench
 from hfrelease.speed.best_record import record_best_configs
 from hfrelease.speed.metrics import parse_counters, relevant_lines, scrape
+from hfrelease.speed.noise import host_noise
 from hfrelease.speed.per_request import PerRequest, send_each
 from hfrelease.speed.plan import PointJob, SpeedPlan, SpeedServerJob
 from hfrelease.speed.point_requests import (
@@ -41,7 +42,7 @@ from hfrelease.speed.point_requests import (
     wants_requests,
     with_output_match,
 )
-from hfrelease.speed.records import point_record, raw_files, write_point
+from hfrelease.speed.records import point_record, raw_files, short_outputs, write_point
 from hfrelease.speed.result import SpeedRow, row_from_record
 from hfrelease.speed.steps import bench_request, point_steps, sweep_prompts
 from hfrelease.speed.summary import Repeat, summarise
@@ -275,14 +276,17 @@ class SpeedSession:
         """Speedups, best configs (recorded as speed-best records) and draft gates over every point."""
         self.timing.wall = self._wall
         rows = with_speedups(_rows(self.plan, self.measured))
-        best = best_configs(self.plan.manifest, rows)
+        points = [self.measured.get(p.input_key, p.recorded) for j in self.plan.servers for p in j.points]
+        # Every verdict below is judged against what varies between server sessions on this host, measured
+        # from the ledger's A/A groups (`hfrelease.speed.noise`).
+        noise = host_noise(self.ledger.records(), [r for r in points if r is not None])
+        best = best_configs(self.plan.manifest, rows, noise)
         # The best config per workload is recorded in the ledger too (a "speed-best" record, derived from
         # the speed records of the rows; one already recorded from the same records is reused). The draft
         # gates are not: they are judged again from the records on every run.
-        points = [self.measured.get(p.input_key, p.recorded) for j in self.plan.servers for p in j.points]
         written = self.written + record_best_configs(self.ledger, best, [r for r in points if r is not None])
         report = SpeedReport(rows=tuple(rows), best=tuple(best),
-                             draft_checks=tuple(draft_checks(self.plan.manifest, rows)),
+                             draft_checks=tuple(draft_checks(self.plan.manifest, rows, noise)),
                              servers_started=self.started, servers_shared=self.shared,
                              failures=tuple(self.failures), run_dir=self.run_dir, records=tuple(written),
                              timing=self.timing)
@@ -490,4 +494,7 @@ def _measure(
     text = (f"{record.metrics['output_throughput'].value:.1f} tok/s" if record.status == "ok"
             else f"void: {record.void_reason}")
     events.point_progress(job.label, point.label, text)
+    short = short_outputs(record) if record.status == "ok" else None
+    if short is not None:
+        events.log(f"warning: {job.label} {point.label}: {short}")
     return record, files

@@ -1,14 +1,19 @@
 """What the speed measurements decide: speedups, the best config per workload, and draft artifacts' gates.
 
 Best config: per (artifact, workload), the config with the highest median batch-1 output tok/s (ties:
-the config the workload lists first, as cards choose). It is a *clear* win when its throughput spread
-does not overlap the runner-up's: with three repeats on a busy machine, overlapping spreads mean the
-ranking may not survive a re-run, and the report says so instead of hiding it.
+the config the workload lists first, as cards choose). It is a *clear* win only when (1) it beats the
+runner-up beyond session noise -- the lower bound of the 95 % interval of ln(best / runner-up) is above 0
+(`hfrelease.speed.noise`, measured from the ledger's A/A groups on the host; unmeasured, no win is clear) --
+and its repeats do not overlap the runner-up's, and (2) it is slower than no other config at any other
+measured point of the workload (each concurrency, each input length of its context sweep); where it
+loses is recorded (`BestConfig.loses_at`), so the record and every card say "not a clear win" and where.
 
 Draft gates (thresholds on `[artifact.draft]`): every batch-1 point served with the draft must have
 its acceptance measured (the speculative counters of /metrics; a point without them fails, thresholds
 or not: a draft whose acceptance was never measured is not released), reach `min_acceptance_rate`,
-`min_acceptance_length` and `min_speedup` over no speculation on the same workload, and be served
+`min_acceptance_length` and `min_speedup` over no speculation on the same workload -- the speedup at every
+measured point of it (batch 1, each concurrency, each context length), each beyond session noise when the
+ledger measured it (the interval's lower bound), never on one favourable point -- and be served
 with the artifact it was trained against (`target`): acceptance measured against another verifier
 says little about the one the card names. The acceptance is the point's pooled rate; its reason quotes the
 95 % interval over prompts when the point had a per-request pass. At temperature 0, `min_identical_outputs`
@@ -23,6 +28,7 @@ from typing import Any, Literal
 
 from hfrelease.manifest import Manifest
 from hfrelease.speed.acceptance import IDENTICAL, RATE
+from hfrelease.speed.noise import SessionNoise
 from hfrelease.speed.result import SpeedRow
 
 NONE = "none"
@@ -50,11 +56,17 @@ class BestConfig:
     speculative: str
     throughput: float
     speedup: float | None
-    clear: bool  # its spread does not overlap the runner-up's
+    clear: bool  # a win beyond session noise over the runner-up, and slower nowhere else (module docstring)
     runner_up: str | None
+    # Why it is not a clear win at batch 1 (None when it is): session noise unmeasured, within it, or overlapping.
+    not_clear: str | None = None
+    # Each other measured point of the workload where another config is faster: "input 128 tokens: none 75.6
+    # tok/s, draft 37.8" (`where_it_loses`).
+    loses_at: tuple[str, ...] = ()
+    noise: SessionNoise | None = None  # the session noise it was judged against
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "loses_at": list(self.loses_at), "noise": self.noise.as_dict() if self.noise else None}
 
 
 def _overlaps(a: SpeedRow, b: SpeedRow) -> bool:
@@ -63,8 +75,49 @@ def _overlaps(a: SpeedRow, b: SpeedRow) -> bool:
     return sa[0] <= sb[1] and sb[0] <= sa[1]
 
 
-def best_configs(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[BestConfig]:
-    """The best batch-1 config of every (artifact, workload) with at least one ok batch-1 point."""
+def point_label(row: SpeedRow) -> str:
+    """Which point of its workload a row is, as a reader names it."""
+    if row.input_len is not None:
+        return f"input {row.input_len} tokens"
+    return f"concurrency {row.concurrency}"
+
+
+def where_it_loses(config: str, artifact_id: str, workload_id: str, rows: Sequence[SpeedRow]) -> tuple[str, ...]:
+    """Each point of the workload other than batch 1 (each concurrency, each context length) where another config
+    is faster than `config` (both measured there, ok), the faster one named with both figures."""
+    points: dict[str, list[SpeedRow]] = {}
+    for row in rows:
+        if (row.artifact_id, row.workload_id, row.status) == (artifact_id, workload_id, "ok") and (
+                row.concurrency != 1 or row.input_len is not None):
+            points.setdefault(point_label(row), []).append(row)
+    found: list[str] = []
+    for label, here in sorted(points.items(), key=lambda item: (item[1][0].input_len or 0, item[1][0].concurrency)):
+        mine = next((r for r in here if r.speculative == config), None)
+        faster = max((r for r in here if r is not mine), key=lambda r: r.throughput, default=None)
+        if mine is not None and faster is not None and faster.throughput > mine.throughput:
+            found.append(f"{label}: {faster.speculative} {faster.throughput:.1f} tok/s, {config} {mine.throughput:.1f}")
+    return tuple(found)
+
+
+def _not_clear(top: SpeedRow, runner_up: SpeedRow | None, noise: SessionNoise | None) -> str | None:
+    """Why `top` is not a clear batch-1 win over `runner_up`, or None when it is."""
+    if runner_up is None:
+        return None
+    if noise is None:
+        return (f"session noise unmeasured: no point of this host recorded in two sessions, so its lead over "
+                f"{runner_up.speculative} is not shown to exceed it")
+    low, _ = noise.ratio_interval(runner_up.throughput, top.throughput) if runner_up.throughput > 0 else (2.0, 2.0)
+    if low <= 1:
+        return (f"within session noise of {runner_up.speculative}: {top.throughput / runner_up.throughput:.2f}x, "
+                f"95 % {low:.2f}x or less (between sessions, df {noise.df})")
+    if _overlaps(top, runner_up):
+        return f"its batch-1 repeats overlap {runner_up.speculative}'s"
+    return None
+
+
+def best_configs(manifest: Manifest, rows: Sequence[SpeedRow], noise: SessionNoise | None = None) -> list[BestConfig]:
+    """The best batch-1 config of every (artifact, workload) with at least one ok batch-1 point, judged against
+    `noise` (the host's session noise, `hfrelease.speed.noise.host_noise`) and the workload's other points."""
     order = {w.id: list(w.speculative) for w in manifest.workload}
     groups: dict[tuple[str, str], list[SpeedRow]] = {}
     for row in rows:
@@ -77,11 +130,12 @@ def best_configs(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[BestConfi
                                                    if r.speculative in listed else len(listed)))
         top = ranked[0]
         runner_up = ranked[1] if len(ranked) > 1 else None
+        why = _not_clear(top, runner_up, noise)
+        losses = where_it_loses(top.speculative, artifact_id, workload_id, rows)
         best.append(BestConfig(
             artifact_id=artifact_id, workload_id=workload_id, speculative=top.speculative,
-            throughput=top.throughput, speedup=top.speedup,
-            clear=runner_up is None or not _overlaps(top, runner_up),
-            runner_up=runner_up.speculative if runner_up else None,
+            throughput=top.throughput, speedup=top.speedup, clear=why is None and not losses,
+            runner_up=runner_up.speculative if runner_up else None, not_clear=why, loses_at=losses, noise=noise,
         ))
     return best
 
@@ -102,8 +156,9 @@ class DraftCheck:
         return dict(self.__dict__)
 
 
-def draft_checks(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[DraftCheck]:
-    """The draft gates of every draft artifact that served in `rows` (batch-1, ok points)."""
+def draft_checks(manifest: Manifest, rows: Sequence[SpeedRow], noise: SessionNoise | None = None) -> list[DraftCheck]:
+    """The draft gates of every draft artifact that served in `rows` (batch-1, ok points; the speedup over every
+    point of the workload, against the host's session `noise`)."""
     checks: list[DraftCheck] = []
     for row in rows:
         if row.draft_id is None or row.concurrency != 1 or row.status != "ok" or row.input_len is not None:
@@ -150,16 +205,38 @@ def draft_checks(manifest: Manifest, rows: Sequence[SpeedRow]) -> list[DraftChec
         if spec.min_identical_outputs is not None and row.greedy:
             checks.append(identical_outputs_check(base, row, spec.min_identical_outputs))
         if spec.min_speedup is not None:
-            speedup = row.speedup
-            ok = speedup is not None and speedup >= spec.min_speedup
-            checks.append(DraftCheck(
-                **base, check="speedup", value=speedup, threshold=spec.min_speedup,
-                verdict="pass" if ok else "fail",
-                reason=(f"no batch-1 measurement without speculation on {row.workload_id} to compare with"
-                        if speedup is None else
-                        f"batch-1 speedup {speedup:.2f}x {'>=' if ok else '<'} {spec.min_speedup:g}x"),
-            ))
+            checks.append(speedup_check(base, row, rows, spec.min_speedup, noise))
     return checks
+
+
+def speedup_check(base: dict[str, Any], row: SpeedRow, rows: Sequence[SpeedRow], floor: float,
+                  noise: SessionNoise | None) -> DraftCheck:
+    """The speedup gate of a draft's batch-1 point `row`, judged at every measured point of its workload served
+    the same way (batch 1, each concurrency, each context length, each beside its own point without
+    speculation): it passes only when every one reaches `floor` -- beyond session noise when `noise` is
+    measured (the lower bound of the interval of ln(speedup)), else on the point's value, which it says."""
+    if row.speedup is None:
+        return DraftCheck(**base, check="speedup", value=None, threshold=floor, verdict="fail",
+                          reason=f"no batch-1 measurement without speculation on {row.workload_id} to compare with")
+    same = (row.artifact_id, row.workload_id, row.speculative)
+    others = [r for r in rows if r is not row and r.status == "ok" and r.speedup is not None
+              and (r.artifact_id, r.workload_id, r.speculative) == same]
+    points = [row, *sorted(others, key=lambda r: (r.input_len or 0, r.concurrency))]
+    judged: list[tuple[str, float, bool]] = []
+    for point in points:
+        assert point.speedup is not None
+        low = point.speedup
+        if noise is not None:
+            low = point.speedup * noise.ratio_interval(1.0, 1.0)[0]  # exp(-t s sqrt(2)): one session each side
+        where = "batch-1 speedup" if point is row else point_label(point)
+        bound = f" (95 % from {low:.2f}x, between sessions)" if noise is not None else ""
+        ok = low >= floor
+        judged.append((f"{where} {point.speedup:.2f}x{bound} {'>=' if ok else '<'} {floor:g}x", point.speedup, ok))
+    failed = [text for text, _, ok in judged if not ok]
+    unmeasured = "" if noise is not None else " (session noise unmeasured on this host: judged on the points' values)"
+    return DraftCheck(
+        **base, check="speedup", value=min(value for _, value, _ in judged), threshold=floor,
+        verdict="fail" if failed else "pass", reason="; ".join(failed or [text for text, _, _ in judged]) + unmeasured)
 
 
 def over_prompts(row: SpeedRow) -> str:

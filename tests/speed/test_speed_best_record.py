@@ -16,7 +16,8 @@ from hfrelease.hashing import FileHash
 from hfrelease.ledger.record import LedgerRecord, Metric, ServeRecord, input_key
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest
-from hfrelease.speed.best_record import best_key, best_record, candidates, record_best_configs
+from hfrelease.speed.best_record import best_key, best_record, candidates, other_points, record_best_configs
+from hfrelease.speed.noise import SessionNoise
 from hfrelease.speed.result import row_from_record
 from hfrelease.speed.verdict import BestConfig, best_configs, with_speedups
 
@@ -25,6 +26,8 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER_DEMO = ROOT / "tests" / "fixtures" / "ledger_demo" / "results"
 WHEN = "2026-08-01T10:00:00Z"
+# A host's session noise as `hfrelease.speed.noise` measures it: 2 % per session, over 10 degrees of freedom.
+NOISE = SessionNoise(sigma=0.02, df=10, groups=("reference/chat [none] c1 x11",))
 
 
 @pytest.fixture(scope="module")
@@ -40,14 +43,16 @@ def _sha(*parts: object) -> str:
 
 
 def _speed(spec: str, tps: float, *, workload: str = "chat", concurrency: int = 1, artifact: str = "reference",
-           status: Literal["ok", "void"] = "ok", measurement: int = 0) -> LedgerRecord:
+           status: Literal["ok", "void"] = "ok", measurement: int = 0, input_len: int | None = None) -> LedgerRecord:
     """A speed record; `measurement` tells apart two measurements of the same point (another input key)."""
     draft = "draft" if spec == "draft" else None
     argv = ("vllm", "serve", "org/model", *(("--speculative-config", spec) if spec != "none" else ()))
     extra: dict[str, Any] = {"speculative": spec, "concurrency": concurrency, "repeats": 3, "failed": 0,
-                             "spread": {"output_throughput": [tps - 2.0, tps + 2.0]}, "raw": [], "metrics_raw": []}
+                             "spread": {"output_throughput": [tps - 2.0, tps + 2.0]}, "raw": [], "metrics_raw": [],
+                             **({"input_len": input_len} if input_len else {})}
     return LedgerRecord(
-        kind="speed", family="demo", artifact_id=artifact, artifact_hash=_sha("weights", artifact),
+        kind="speed-sweep" if input_len else "speed", family="demo", artifact_id=artifact,
+        artifact_hash=_sha("weights", artifact),
         artifact_files=(FileHash(path="model.safetensors", size=1000, sha256=_sha("file", artifact)),),
         draft_artifact_id=draft, draft_hash=_sha("weights", draft) if draft else None, subject_id=workload,
         harness="vllm-bench", task=f"prompts/{workload}.jsonl", task_hash=_sha("prompts", workload),
@@ -55,7 +60,8 @@ def _speed(spec: str, tps: float, *, workload: str = "chat", concurrency: int = 
         metrics={"output_throughput": Metric(value=tps)} if status == "ok" else {}, truncated=0, empty=0,
         serve=ServeRecord(argv=argv, env={}, display=" ".join(argv)), versions={"vllm": "0.11.0"},
         hardware={"cpu": "test"}, started_at="2026-07-20T09:00:00Z", duration_s=30.0,
-        input_key=input_key(artifact=artifact, workload=workload, spec=spec, c=concurrency, m=measurement),
+        input_key=input_key(artifact=artifact, workload=workload, spec=spec, c=concurrency, m=measurement,
+                            **({"input_len": input_len} if input_len else {})),
         extra=extra, status=status,
         void_reason="server died" if status == "void" else None,
     )
@@ -67,9 +73,10 @@ def _records() -> list[LedgerRecord]:
             _speed("none", 60.0, workload="longdoc"), _speed("none", 70.0, artifact="fp8-dynamic")]
 
 
-def _best(demo: Manifest, records: list[LedgerRecord]) -> dict[tuple[str, str], BestConfig]:
+def _best(demo: Manifest, records: list[LedgerRecord], noise: SessionNoise | None = NOISE
+          ) -> dict[tuple[str, str], BestConfig]:
     rows = with_speedups([row_from_record(r, origin="measured") for r in records])
-    return {(b.artifact_id, b.workload_id): b for b in best_configs(demo, rows)}
+    return {(b.artifact_id, b.workload_id): b for b in best_configs(demo, rows, noise)}
 
 
 def test_best_record_fields(demo: Manifest) -> None:
@@ -77,7 +84,7 @@ def test_best_record_fields(demo: Manifest) -> None:
     records = _records()
     best = _best(demo, records)[("reference", "chat")]
     found = candidates(best, records)
-    record = best_record(best, found, started_at=WHEN)
+    record = best_record(best, found, started_at=WHEN, others=other_points(best, records))
     winner = records[2]
 
     # The ok batch-1 points of the workload on the artifact, in input-key order.
@@ -93,9 +100,13 @@ def test_best_record_fields(demo: Manifest) -> None:
     assert record.metrics == {"output_throughput": Metric(value=80.0), "speedup": Metric(value=1.6)}
     assert (record.started_at, record.duration_s) == (WHEN, 0)
     keys = sorted(r.input_key for r in records[:3])
-    assert record.input_key == input_key(kind="speed-best", candidates=keys)
+    # The verdict also read the workload's other point (none at concurrency 4) and the session noise.
+    assert record.input_key == input_key(kind="speed-best", candidates=keys, others=[records[3].input_key],
+                                         noise=[0.02, 10, ["reference/chat [none] c1 x11"]])
     assert record.extra == {
         "speculative": "draft", "clear": True, "runner_up": "none", "derived_from": keys,
+        "not_clear": None, "loses_at": [], "judged_over": [records[3].input_key],
+        "session_noise": NOISE.as_dict(),
         "candidates": [
             {"speculative": "draft", "input_key": records[2].input_key, "output_throughput": 80.0,
              "spread": [78.0, 82.0], "speedup": 1.6},
@@ -124,7 +135,9 @@ def test_same_candidates_same_key(demo: Manifest) -> None:
     key = best_record(best, candidates(best, records), started_at=WHEN).input_key
     shuffled = list(reversed(records))
     assert best_record(best, candidates(best, shuffled), started_at="2027-01-01T00:00:00Z").input_key == key
-    assert best_key(candidates(best, records[:3])) == key
+    assert best_key(candidates(best, records[:3]), (), NOISE) == key
+    judged = best_record(best, candidates(best, records), started_at=WHEN, others=other_points(best, records))
+    assert judged.input_key == best_key(candidates(best, records), other_points(best, records), NOISE) != key
 
     remeasured = [*records[:1], _speed("ngram", 46.0, measurement=1), *records[2:]]
     best_again = _best(demo, remeasured)[("reference", "chat")]
@@ -205,3 +218,28 @@ def test_cards_prefer_the_recorded_choice(demo: Manifest) -> None:
     with_stale = replace(inputs, records=(*inputs.records, entry_for(stale)))
     point = measure_family(with_stale).best_batch1("reference", "chat")
     assert point is not None and point.speculative == "none"
+
+
+def test_a_best_config_that_loses_at_one_sweep_point_is_not_clear_and_names_it(demo: Manifest) -> None:
+    """Issue 24: `draft` wins chat at batch 1 beyond session noise, but the context sweep measured it slower than
+    `none` at 128 input tokens: its record says `clear: false` and names that point with both figures."""
+    records = [*_records()[:3], _speed("none", 75.0, input_len=128), _speed("draft", 37.5, input_len=128),
+               _speed("none", 60.0, input_len=256), _speed("draft", 70.0, input_len=256)]
+    best = _best(demo, records)[("reference", "chat")]
+    assert best.speculative == "draft" and best.not_clear is None  # the batch-1 win itself is clear
+    assert not best.clear and best.loses_at == ("input 128 tokens: none 75.0 tok/s, draft 37.5",)
+    record = best_record(best, candidates(best, records), started_at=WHEN, others=other_points(best, records))
+    assert record.extra["clear"] is False
+    assert record.extra["loses_at"] == ["input 128 tokens: none 75.0 tok/s, draft 37.5"]
+    assert record.extra["judged_over"] == sorted(r.input_key for r in records[3:])
+
+
+def test_no_win_is_clear_without_measured_session_noise(demo: Manifest) -> None:
+    """Three back-to-back repeats say nothing of what varies between sessions: with no A/A group on the host, a
+    1.6x batch-1 lead whose repeats do not overlap is still not a clear win, and the record says why."""
+    best = _best(demo, _records(), noise=None)[("reference", "chat")]
+    assert best.speculative == "draft" and not best.clear and best.loses_at == ()
+    assert best.not_clear is not None and best.not_clear.startswith("session noise unmeasured")
+    noisy = SessionNoise(sigma=0.2, df=2, groups=("a", "b"))  # t 4.30: 1.6x is inside exp(4.30 * 0.2 * 1.41)
+    best = _best(demo, _records(), noise=noisy)[("reference", "chat")]
+    assert not best.clear and best.not_clear is not None and best.not_clear.startswith("within session noise of none")

@@ -7,12 +7,15 @@ from pathlib import Path
 import pytest
 
 from hfrelease.manifest import Manifest, load_manifest
+from hfrelease.speed.noise import SessionNoise
 from hfrelease.speed.result import SpeedRow
 from hfrelease.speed.verdict import best_configs, draft_checks, with_speedups
 
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
+# A host's session noise (`hfrelease.speed.noise`): 2 % per session over 10 degrees of freedom (t 2.23).
+NOISE = SessionNoise(sigma=0.02, df=10, groups=("reference/chat [none] c1 x11",))
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +31,15 @@ def demo() -> Manifest:
 
 
 def _row(workload: str, spec: str, tps: float, *, spread: float = 1.0, concurrency: int = 1,
-         artifact: str = "reference", acceptance: float | None = None, status: str = "ok") -> SpeedRow:
+         artifact: str = "reference", acceptance: float | None = None, status: str = "ok",
+         input_len: int | None = None) -> SpeedRow:
     metrics = {"output_throughput": tps}
     if acceptance is not None:
         metrics["spec_acceptance_rate"] = acceptance
     return SpeedRow(artifact_id=artifact, workload_id=workload, speculative=spec, concurrency=concurrency,
                     draft_id="draft" if spec == "draft" else None, origin="measured",
                     status=status, metrics=metrics,  # type: ignore[arg-type]
-                    spread={"output_throughput": [tps - spread, tps + spread]})
+                    spread={"output_throughput": [tps - spread, tps + spread]}, input_len=input_len)
 
 
 def test_speedup_is_against_the_same_point_without_speculation() -> None:
@@ -56,13 +60,13 @@ def test_void_rows_get_no_speedup_and_are_no_baseline() -> None:
 
 
 def test_best_config_per_workload(demo: Manifest) -> None:
-    """ngram wins longdoc, the draft wins chat; a clear win only when spreads do not overlap."""
+    """ngram wins longdoc, the draft wins chat; a clear win only beyond session noise (and its repeats apart)."""
     rows = with_speedups([
         _row("chat", "none", 50.0), _row("chat", "ngram", 45.0), _row("chat", "draft", 80.0),
         _row("longdoc", "none", 50.0), _row("longdoc", "ngram", 90.0, spread=5), _row("longdoc", "draft", 86.0),
         _row("load", "none", 200.0, concurrency=8, artifact="fp8-dynamic"),
     ])
-    best = {(b.artifact_id, b.workload_id): b for b in best_configs(demo, rows)}
+    best = {(b.artifact_id, b.workload_id): b for b in best_configs(demo, rows, NOISE)}
     assert best[("reference", "chat")].speculative == "draft" and best[("reference", "chat")].clear
     assert best[("reference", "chat")].speedup == 1.6
     assert best[("reference", "longdoc")].speculative == "ngram"
@@ -107,8 +111,41 @@ def test_draft_gate_without_baseline_fails_with_a_reason(demo: Manifest) -> None
     assert speedup.verdict == "fail" and "no batch-1 measurement without speculation" in speedup.reason
 
 
-def test_sweep_points_are_not_draft_gated(demo: Manifest) -> None:
-    """Draft gates judge batch-1 points only."""
+def test_no_draft_gate_without_a_batch1_point(demo: Manifest) -> None:
+    """The draft gates start from a batch-1 point served with the draft (its acceptance is measured there): points
+    at other concurrencies alone judge nothing."""
     rows = with_speedups([_row("chat", "none", 50.0, concurrency=4), _row("chat", "draft", 40.0, concurrency=4,
                                                                            acceptance=0.1)])
     assert draft_checks(demo, rows) == []
+
+
+def test_a_draft_that_wins_at_batch1_but_loses_at_other_points_fails_its_speedup_gate(demo: Manifest) -> None:
+    """Issue 24: 1.6x at batch 1 passes min_speedup 1.1 on that one point, but the same workload's context sweep
+    measured 0.50x at 128 tokens and concurrency 4 measured 0.80x: the speedup gate is judged over every point,
+    fails, names each losing point and takes the worst as its value."""
+    rows = with_speedups([
+        _row("chat", "none", 50.0), _row("chat", "draft", 80.0, acceptance=0.9),
+        _row("chat", "none", 75.0, input_len=128), _row("chat", "draft", 37.5, input_len=128, acceptance=0.1),
+        _row("chat", "none", 60.0, input_len=256), _row("chat", "draft", 90.0, input_len=256, acceptance=0.9),
+        _row("chat", "none", 100.0, concurrency=4), _row("chat", "draft", 80.0, concurrency=4, acceptance=0.9),
+    ])
+    (speedup,) = [c for c in draft_checks(demo, rows, NOISE) if c.check == "speedup"]
+    assert speedup.verdict == "fail" and speedup.value == 0.5
+    assert "input 128 tokens 0.50x" in speedup.reason and "concurrency 4 0.80x" in speedup.reason
+    assert "batch-1 speedup" not in speedup.reason and "input 256" not in speedup.reason  # those pass
+    winning = [r for r in rows if r.input_len != 128 and r.concurrency == 1]
+    (alone,) = [c for c in draft_checks(demo, winning, NOISE) if c.check == "speedup"]
+    assert alone.verdict == "pass" and alone.value == 1.5  # batch 1 (1.60x) and input 256 (1.50x): the worst
+
+
+def test_the_speedup_gate_must_clear_the_floor_beyond_session_noise(demo: Manifest) -> None:
+    """1.20x over a floor of 1.1x passes on the point's value, but not beyond a session noise of 10 % (df 4: the
+    interval's lower bound is 1.20 * exp(-2.776 * 0.1 * sqrt 2) = 0.81x); without a measured noise it passes on
+    the value and says the noise is unmeasured."""
+    rows = with_speedups([_row("chat", "none", 50.0), _row("chat", "draft", 60.0, acceptance=0.9)])
+    noisy = SessionNoise(sigma=0.1, df=4, groups=("a", "b", "c", "d"))
+    (judged,) = [c for c in draft_checks(demo, rows, noisy) if c.check == "speedup"]
+    assert judged.verdict == "fail"
+    assert "batch-1 speedup 1.20x (95 % from 0.81x, between sessions) < 1.1x" in judged.reason
+    (unmeasured,) = [c for c in draft_checks(demo, rows) if c.check == "speedup"]
+    assert unmeasured.verdict == "pass" and "session noise unmeasured" in unmeasured.reason
