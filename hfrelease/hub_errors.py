@@ -32,11 +32,23 @@ def hub_failure(error: BaseException, *, doing: str | None = None) -> HubError |
     if "huggingface_hub" not in sys.modules:
         return None
     import httpx2
-    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
 
     prefix = f"{doing}: " if doing else ""
     if isinstance(error, HfHubHTTPError) and error.response is not None:
         return _http_failure(error, error.response, prefix)
+    if isinstance(error, OfflineModeIsEnabled):
+        # HF_HUB_OFFLINE=1 (scripts/offline.sh, CI) with a Hub off this machine: loopback Hubs are reached anyway
+        # (`hfrelease.sources.hub_access`), so this is the setting, not a bug.
+        return HubError(
+            f"{prefix}HF_HUB_OFFLINE=1 keeps huggingface_hub from reaching a Hub off this machine ({error})",
+            hint="Unset HF_HUB_OFFLINE to reach that Hub; a Hub on this machine (`--hub local`, or a loopback "
+            "URL such as http://127.0.0.1:PORT) is reached with it set.",
+        )
+    if isinstance(error, LocalEntryNotFoundError) and error.__cause__ is not None:
+        # hf_hub_download / snapshot_download raise a failed HEAD (a 404, 5xx, lost connection) as "cannot find
+        # the requested files in the local cache", raised from the Hub's answer: that answer is the failure.
+        return hub_failure(error.__cause__, doing=doing)
     if isinstance(error, httpx2.TransportError):
         where = _origin(str(error.request.url)) if _has_request(error) else "the Hub"
         return HubError(

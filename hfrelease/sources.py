@@ -51,7 +51,18 @@ def hub_endpoint() -> str:
 
 
 def is_loopback(url: str) -> bool:
-    return (urlsplit(url).hostname or "") in _LOOPBACK
+    """`url` names this machine: localhost, or any loopback address (127.0.0.0/8, ::1), in any spelling."""
+    import ipaddress
+
+    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    if host in _LOOPBACK or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None  # ::ffff:127.0.0.1
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 @contextlib.contextmanager

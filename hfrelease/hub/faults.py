@@ -9,13 +9,16 @@ hits and what happens to them:
     FaultRule(endpoint="commit", drop_connection=True, after=True) # commit lands, connection drops, no answer
     FaultRule(repo="alice/broken", status=500, times=None)        # everything about one repo fails, always
     FaultRule(endpoint="commit", revision="main", status=500)    # commits to main fail, to a branch work
+    FaultRule(endpoint="commit", stall=5, drop_connection=True)   # no answer for 5 s (a client's timeout), then none
 
 `endpoint` is one of the names in `hfrelease.hub.server.ENDPOINTS` (the same names the stats use); `None`
 matches every endpoint. `revision` matches the revision a request names in its path (commit, preupload,
 tree, repo-info at a revision, ...), so a rule can fail a release's commit to main but not its staging
 branch; requests naming no revision never match a rule that sets one. `after=True` applies the request
 first and then fails (status or dropped connection), which is how a lost response to a successful commit
-looks from the client. `times=None` means forever. Rules are tried in the order added; the first that matches fires.
+looks from the client. `stall` holds the answer (or the dropped connection) back that many seconds: a Hub
+slower than the client's read timeout (`HFRELEASE_HUB_TIMEOUT`). `times=None` means forever. Rules are
+tried in the order added; the first that matches fires.
 
 Rules are set in-process with `HubServer.faults.add(...)`, or over HTTP when fault injection is on:
 
@@ -43,6 +46,7 @@ class FaultRule:
     retry_after: int | None = None
     drop_connection: bool = False
     after: bool = False
+    stall: float = 0.0  # seconds to wait before failing
     times: int | None = 1
 
     def __post_init__(self) -> None:
@@ -50,6 +54,8 @@ class FaultRule:
             raise ValueError("a fault rule needs exactly one of `status` or `drop_connection=True`")
         if self.status is not None and not 400 <= self.status <= 599:
             raise ValueError(f"fault status must be an HTTP error status, got {self.status}")
+        if not 0 <= self.stall <= 600:
+            raise ValueError(f"`stall` must be 0 to 600 seconds, got {self.stall}")
         if self.times is not None and self.times < 1:
             raise ValueError("`times` must be a positive count, or None for forever")
 

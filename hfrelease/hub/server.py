@@ -217,6 +217,8 @@ class _Handler(BaseHTTPRequestHandler):
         return f"{host!s}:{port}"
 
     def _fault(self, rule: FaultRule, started: float, path: str) -> None:
+        if rule.stall:
+            time.sleep(rule.stall)
         if rule.drop_connection:
             self.close_connection = True
             with contextlib.suppress(OSError):

@@ -20,7 +20,14 @@ from hfrelease.publish.events import OnEvent
 from hfrelease.publish.gates import GateCheck, check_gates
 from hfrelease.publish.plan import ReleasePlan
 from hfrelease.publish.record import published_dir, record_published
-from hfrelease.publish.release import Echo, ReleaseOutcome, execute_release, plan_release
+from hfrelease.publish.release import (
+    Echo,
+    ReleaseOutcome,
+    check_pinned_weights,
+    check_tags,
+    execute_release,
+    plan_release,
+)
 from hfrelease.publish.target import disable_xet, open_hub
 from hfrelease.publish.tokens import Token, resolve_token
 
@@ -83,8 +90,8 @@ def publish_family(
     `echo` gets log lines, `on_event` the structured progress of `hfrelease.publish.events`.
 
     An artifact whose recorded gate results fail (`gates.check_gates`) is refused before the Hub is
-    contacted, unless `allow_failed_gates`: then its release commit names those gates. Once the release
-    is on the Hub, each repo's MANIFEST is kept in `<family>/.hfrelease/bundle/<tag>/` for `verify`.
+    contacted, unless `allow_failed_gates`: then its release commit names those gates. Before the release
+    writes to the Hub, each repo's MANIFEST is kept in `<family>/.hfrelease/bundle/<tag>/` for `verify`.
 
     `from_bundle` publishes the bundle another job wrote (`hfrelease bundle --out DIR`) instead of making one:
     every file is checked against its repo's MANIFEST first, and nothing is built (no plugin check: the job
@@ -139,10 +146,13 @@ def publish_family(
             use_pr = loaded.publish.pr if pr is None else pr
             resume = resume_command(loaded.root, hub=hub or (api.endpoint if api is not None else None),
                                     hub_root=hub_root, artifacts=artifacts)  # fmt: skip
+            check_tags(plan)
+            check_pinned_weights(plan)
+            # What is being published, kept off the Hub before anything is written (once the release can only be
+            # this bundle's): `hfrelease verify` compares the Hub's copy with it, also after a run that stopped
+            # (or failed on the collection) once some repos were tagged.
+            record_published(bundle.repos, published_dir(loaded.root, bundle.tag))
             outcome = execute_release(plan, client, pr=use_pr, echo=echo, on_event=on_event, resume_command=resume)
-            if outcome.status != "staged":
-                # What was published, kept off the Hub: `hfrelease verify` compares the Hub's copy with it.
-                record_published(bundle.repos, published_dir(loaded.root, bundle.tag))
         return PublishReport(
             bundle=bundle, plan=plan, outcome=outcome, dry_run=reason is not None, dry_run_reason=reason,
             endpoint=endpoint, token_source=source or (credential.source if credential else None), gates=gates,

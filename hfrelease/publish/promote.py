@@ -84,7 +84,7 @@ def promote_and_tag(
                 commit = landed.commit
                 status = "published" if landed.ours else "already-published"
                 states[r.repo] = f"main committed at {commit[:12]}, not tagged yet"
-                verify_revision(api, r.bundle, commit, read_back=False)
+                verify_revision(api, r.bundle, commit, read_back=False, any_attestation=not landed.ours)
             emit(StepDone(repo=r.repo, step="promote", commit=commit, detail=status))
             emit(StepStarted(repo=r.repo, step="tag"))
             _tag(api, r.repo, plan.tag, commit, note=r.commit_note())

@@ -30,14 +30,14 @@ from typing import Literal
 
 from huggingface_hub import HfApi
 
-from hfrelease.bundle import FamilyBundle, RepoBundle
+from hfrelease.bundle import ATTESTATION_NAME, FamilyBundle, RepoBundle
 from hfrelease.errors import HubError, PublishError
 from hfrelease.hub_errors import SCOPE_HINT, describe, hub_errors, is_auth_failure
 from hfrelease.publish import events
 from hfrelease.publish.events import BytesSent, OnEvent, RepoPlanned, StepDone, StepStarted
 from hfrelease.publish.plan import ReleasePlan, RepoPlan, TagState
 from hfrelease.publish.promote import RepoOutcome, promote_and_tag, resume_hint, tidy_released
-from hfrelease.publish.remote import RemoteRevision, compare, head_commit, read_revision
+from hfrelease.publish.remote import RemoteRevision, compare, head_commit, holds_release, read_revision
 from hfrelease.publish.staging import (
     Staged,
     find_pull_request,
@@ -78,9 +78,15 @@ def plan_repo(
             open_pr = find_pull_request(api, bundle.repo, pr_title(family, tag))
         if tag_commit is not None:
             tagged = read_revision(api, bundle.repo, tag_commit)
-            state = "released" if tagged is not None and compare(bundle, tagged).empty else "elsewhere"
+            # The attestation is not content (`holds_release`): this release tagged with another run's is released.
+            state = "released" if tagged is not None and holds_release(bundle, tagged) else "elsewhere"
+    changes = compare(bundle, main)
+    if main is not None and ATTESTATION_NAME in main.files and changes.release_only().empty:
+        # Main holds this release with another run's attestation (a run that stopped before tagging): it is
+        # tagged as it is, like a released repo, rather than committed again for the attestation alone.
+        changes = changes.release_only()
     return RepoPlan(
-        bundle=bundle, main=main, changes=compare(bundle, main), tag_commit=tag_commit, tag_state=state,
+        bundle=bundle, main=main, changes=changes, tag_commit=tag_commit, tag_state=state,
         card_diff=_card_diff(api, bundle, main), open_pr=open_pr, staging_left=staging_left,
         failed_gates=failed_gates,
     )  # fmt: skip
@@ -190,9 +196,9 @@ def execute_release(
         tidy_released(plan.tag, api, finished, say=say)
     if not todo:
         # A run that committed and tagged every repo may have failed making the collection: this finishes it.
-        _add_to_collection(plan, api, say, done, resume=resume)
+        note = _add_to_collection(plan, api, say, done, resume=resume)
         return ReleaseOutcome(tag=plan.tag, status="already-published", repos=tuple(done),
-                              message=f"{plan.tag} is already published: nothing to do")  # fmt: skip
+                              message=f"{plan.tag} is already published: nothing to do{note}")  # fmt: skip
     with hub_errors(f"creating the missing repos of {plan.tag} (no main or tag was changed)"):
         todo = [_ensure_repo(api, r, private=plan.bundle.private) for r in todo]
     staged = _stage_all(plan, api, todo, pr=pr, run=run, say=say, emit=emit, resume=resume)
@@ -210,14 +216,14 @@ def execute_release(
         concurrent = _check_mains(plan, api, todo)
     outcomes = promote_and_tag(plan, api, todo, staged, run=run, say=say, emit=emit, concurrent=concurrent,
                                resume=resume)  # fmt: skip
-    _add_to_collection(plan, api, say, [*done, *outcomes], resume=resume)
+    note = _add_to_collection(plan, api, say, [*done, *outcomes], resume=resume)
     ours = [o.repo for o in outcomes if o.status in ("published", "tagged")]
     theirs = [o.repo for o in outcomes if o.status == "already-published"]
     overall: Literal["published", "already-published"] = "published" if ours else "already-published"
     message = f"published {plan.tag} ({len(ours)} repos)" if ours else f"{plan.tag} was already published"
     if theirs:
         message += f"; already published by a concurrent run: {', '.join(theirs)}"
-    return ReleaseOutcome(tag=plan.tag, status=overall, repos=tuple(done + outcomes), message=message)
+    return ReleaseOutcome(tag=plan.tag, status=overall, repos=tuple(done + outcomes), message=message + note)
 
 
 def _ensure_repo(api: HfApi, plan: RepoPlan, *, private: bool) -> RepoPlan:
@@ -301,7 +307,7 @@ def _check_mains(plan: ReleasePlan, api: HfApi, todo: list[RepoPlan]) -> dict[st
         now = read_revision(api, r.repo, "main")
         if now is None or now.commit == r.main.commit:
             continue
-        if compare(r.bundle, now).empty:
+        if holds_release(r.bundle, now):
             released_elsewhere[r.repo] = now.commit
             continue
         raise PublishError(
@@ -316,13 +322,19 @@ class CollectionError(HubError):
     """Every repo is released, but the collection could not be made or filled: the release stands, exit 7."""
 
 
+# What a Hub without a collections route answers (an emulator, a mirror): the release stands, with a warning.
+_NO_COLLECTIONS = (404, 405, 501)
+
+
 def _add_to_collection(
     plan: ReleasePlan, api: HfApi, say: Echo, released: Sequence[RepoOutcome], *, resume: str
-) -> None:
-    """Add every repo to the family's collection (made if missing); idempotent, so a re-run repairs it."""
+) -> str:
+    """Add every repo to the family's collection (made if missing); idempotent, so a re-run repairs it.
+
+    Returns a note for the outcome's message ("" when there is nothing to say)."""
     title = plan.bundle.collection
     if not title:
-        return
+        return ""
     try:
         with hub_errors(f"adding the repos to the collection {title!r}"):
             collection = api.create_collection(title, namespace=plan.bundle.owner, exists_ok=True,
@@ -330,6 +342,11 @@ def _add_to_collection(
             for r in plan.repos:
                 api.add_collection_item(collection.slug, item_id=r.repo, item_type="model", exists_ok=True)
     except HubError as error:
+        if error.status in _NO_COLLECTIONS:
+            note = (f"; warning: collection {title!r} not made, this Hub has no collections ({error.message}); "
+                    "remove `collection` from [publish] in release.toml to publish to it without one")
+            say(note.removeprefix("; "))
+            return note
         # The repos are committed and tagged: that cannot be undone, nor should it be. The collection is the
         # one step left, and the next run (which finds every repo released) makes it.
         where = ", ".join(f"{o.repo} at {o.commit[:12]}" if o.commit else o.repo for o in released)
@@ -343,3 +360,4 @@ def _add_to_collection(
             status=error.status,
         ) from error
     say(f"collection {collection.slug}: {len(plan.repos)} repos")
+    return ""

@@ -14,7 +14,7 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.hf_api import RepoFile
 
-from hfrelease.bundle import BundleFile, RepoBundle
+from hfrelease.bundle import ATTESTATION_NAME, BundleFile, RepoBundle
 from hfrelease.errors import PublishError
 
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}")
@@ -93,6 +93,16 @@ class RepoChanges:
     def empty(self) -> bool:
         return not (self.added or self.changed or self.deleted)
 
+    def release_only(self) -> RepoChanges:
+        """These changes less the attestation's: what makes a revision another release (`holds_release`)."""
+        kept = [f for f in (*self.added, *self.changed) if f.path == ATTESTATION_NAME]
+        return RepoChanges(
+            added=tuple(f for f in self.added if f.path != ATTESTATION_NAME),
+            changed=tuple(f for f in self.changed if f.path != ATTESTATION_NAME),
+            deleted=tuple(p for p in self.deleted if p != ATTESTATION_NAME),
+            unchanged=(*self.unchanged, *(f.path for f in kept)),
+        )
+
     @property
     def bytes_to_send(self) -> int:
         """An upper bound: the Hub skips content it already stores (e.g. staged earlier, or in another repo)."""
@@ -121,6 +131,19 @@ def compare(bundle: RepoBundle, remote: RemoteRevision | None) -> RepoChanges:
     wanted = {f.path for f in bundle.files}
     deleted = sorted(p for p in files if p not in wanted and p not in KEPT)
     return RepoChanges(added=tuple(added), changed=tuple(changed), deleted=tuple(deleted), unchanged=tuple(unchanged))
+
+
+def holds_release(bundle: RepoBundle, remote: RemoteRevision) -> bool:
+    """`remote` holds the bundle's release: every file identical, the attestation aside.
+
+    The attestation is not content. Each `actions/attest` run signs the same MANIFEST anew (a fresh
+    certificate, signature and transparency-log entry), so a re-run of a publish job that stopped after
+    some repos brings another `MANIFEST.sigstore.json` for the very same MANIFEST. The repos it had
+    released keep the attestation they were tagged with -- a tag is immutable, and that attestation names
+    this MANIFEST's sha256 just as the new one does (`hfrelease verify` checks that it does) -- and the
+    repos not yet released ship the new one.
+    """
+    return compare(bundle, remote).release_only().empty
 
 
 Progress = Callable[[str, int, int], None]  # (path in repo, bytes read so far, size)

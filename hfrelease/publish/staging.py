@@ -16,7 +16,7 @@ from huggingface_hub.errors import HfHubHTTPError
 
 from hfrelease.bundle import RepoBundle
 from hfrelease.errors import PublishError
-from hfrelease.publish.remote import Progress, RemoteRevision, compare, read_revision
+from hfrelease.publish.remote import Progress, RemoteRevision, compare, holds_release, read_revision
 
 STAGING_PREFIX = "hfrelease/staging/"
 RUN_MARKER = "hfrelease-run:"
@@ -88,7 +88,7 @@ def commit_bundle(
         )  # fmt: skip
     except Exception as error:
         after = read_revision(api, bundle.repo, revision)
-        if after is not None and after.commit != parent and compare(bundle, after).empty:
+        if after is not None and after.commit != parent and holds_release(bundle, after):
             return Landed(commit=after.commit, ours=run_id in commit_message(api, bundle.repo, after.commit))
         if _status(error) == 412 or (after is not None and after.commit != parent):
             raise StaleParentError(

@@ -39,22 +39,23 @@ def open_hub(
     hub: str, *, family_root: Path, hub_root: Path | None = None, announce: Callable[[str], None] | None = None
 ) -> Iterator[HubTarget]:
     """Yield the target for `hub`; for `local`, a built-in Hub on `hub_root` (default .hfrelease/hub) until exit."""
+    from hfrelease.sources import hub_access
+
     disable_xet()
     if hub != LOCAL:
         problem = endpoint_problem(hub)
         if problem:
             raise ConfigError("--hub", [ConfigProblem(location="--hub", message=problem)])
-        yield HubTarget(endpoint=hub.rstrip("/"), token=None, server=None)
+        # HF_HUB_OFFLINE keeps huggingface_hub off the internet, not off this machine: a Hub on a loopback
+        # address (another built-in Hub, an emulator) is reached as `local` is, as check and render reach it.
+        with hub_access(hub):
+            yield HubTarget(endpoint=hub.rstrip("/"), token=None, server=None)
         return
     root = hub_root or family_root / ".hfrelease" / "hub"
     server = serve(root)
     # HF_HUB_OFFLINE keeps huggingface_hub off the internet; the built-in Hub is on this machine and is
     # part of hfrelease, so the client may talk to it even when offline mode is on (the demo and CI run
-    # with it on). The flag is read at request time, so lifting it here, and only here, is enough.
-    from huggingface_hub import constants as hub_constants
-
-    was_offline = hub_constants.HF_HUB_OFFLINE
-    hub_constants.HF_HUB_OFFLINE = False
+    # with it on). The flag is read at request time, so lifting it for the block is enough.
     try:
         if server.token_file is None:  # serve() without tokens always keeps its own in the root
             raise RuntimeError("the local Hub started without a token file")
@@ -62,7 +63,7 @@ def open_hub(
             # The token's file, never the token.
             announce(f"built-in Hub on {server.url} (root {root}; token in {server.token_file})")
         token = Token(server.token_file.read_text().strip(), f"the local Hub's token file {server.token_file}")
-        yield HubTarget(endpoint=server.url, token=token, server=server)
+        with hub_access(server.url):
+            yield HubTarget(endpoint=server.url, token=token, server=server)
     finally:
-        hub_constants.HF_HUB_OFFLINE = was_offline
         server.shutdown()

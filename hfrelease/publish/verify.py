@@ -21,18 +21,23 @@ from huggingface_hub.utils import build_hf_headers, http_backoff  # type: ignore
 from hfrelease.bundle import ATTESTATION_NAME, MANIFEST_NAME, RepoBundle, parse_manifest
 from hfrelease.errors import PublishError
 from hfrelease.hashing import FileHash
-from hfrelease.publish.remote import KEPT, RemoteFile, compare, read_revision
+from hfrelease.publish.remote import KEPT, RemoteFile, compare, holds_release, read_revision
 
 _READ_BACK = (MANIFEST_NAME, "README.md")
 
 
-def verify_revision(api: HfApi, bundle: RepoBundle, commit: str, *, read_back: bool = True) -> None:
-    """The commit holds exactly the bundle; with `read_back`, MANIFEST and README.md download byte-identical."""
+def verify_revision(
+    api: HfApi, bundle: RepoBundle, commit: str, *, read_back: bool = True, any_attestation: bool = False
+) -> None:
+    """The commit holds exactly the bundle; with `read_back`, MANIFEST and README.md download byte-identical.
+
+    `any_attestation`: the commit is another run's release of this bundle, whose attestation may be its own.
+    """
     remote = read_revision(api, bundle.repo, commit)
     if remote is None:
         raise PublishError(f"{bundle.repo}: commit {commit} cannot be read back")
     changes = compare(bundle, remote)
-    if not changes.empty:
+    if not (holds_release(bundle, remote) if any_attestation else changes.empty):
         wrong = [f.path for f in (*changes.added, *changes.changed)] + [f"extra {p}" for p in changes.deleted]
         raise PublishError(
             f"{bundle.repo}@{commit[:12]} does not hold the bundle: {', '.join(wrong[:10])}",
