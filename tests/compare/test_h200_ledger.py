@@ -24,11 +24,21 @@ def at_root(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_every_h200_record_names_the_gpu_and_the_carried_vllm() -> None:
     records = [json.loads(p.read_text()) for p in (ROOT / H200).glob("*/*.json")]
-    assert {r["artifact_id"] for r in records} == {"reference", "fp8-dynamic"}
+    assert {r["artifact_id"] for r in records} == {"reference", "fp8-dynamic", "w8a8-int8", "undertrained"}
     for record in records:
         assert record["hardware"]["gpus"] == [{"driver": "580.159.04", "name": "NVIDIA H200"}]
         assert (record["versions"]["vllm"], record["versions"]["torch"]) == ("0.26.0", "2.11.0")
         assert record["versions"]["lock"] == "vllm-0.26.0-cu130.txt"
+
+
+def test_every_quant_has_a_fidelity_result_on_the_h200() -> None:
+    """The second run judged fp8-dynamic's fidelity against the reference's record (void in the first: its
+    identity was looked up on a Hub the H200 cannot reach) and served w8a8-int8: a measured KL under the bound."""
+    for artifact in ("fp8-dynamic", "w8a8-int8"):
+        records = [json.loads(p.read_text()) for p in (ROOT / H200 / artifact).glob("gate-fidelity-*.json")]
+        ok = [r for r in records if r["status"] == "ok"]
+        assert ok, artifact
+        assert max(ok, key=lambda r: r["started_at"])["metrics"]["kl"]["value"] < 0.05
 
 
 def _per_seed(key: tuple[str, str, str, str]) -> list[dict[str, object]]:
