@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from hfrelease.cards.errors import CardError, MissingMeasurementError
 from hfrelease.cards.inputs import CardInputs, RecordEntry
@@ -125,10 +126,13 @@ class BestVerdict:
     point: SpeedPoint
     overlaps: str | None  # the runner-up whose repeats overlap its own, when they do
     losses: tuple[Loss, ...]
+    # The recorded verdict's batch-1 reason other than overlap (`hfrelease.speed.verdict`): its lead over this
+    # runner-up is within the host's session noise ("within"), or no session noise was measured ("unmeasured").
+    session: tuple[Literal["within", "unmeasured"], str] | None = None
 
     @property
     def clear(self) -> bool:
-        return self.overlaps is None and not self.losses
+        return self.overlaps is None and not self.losses and self.session is None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,12 +184,24 @@ class FamilyMeasurements:
         batch1 = [p for p in points if p.concurrency == 1 and p.speculative != best.speculative]
         runner_up = max(batch1, key=lambda p: p.throughput, default=None)
         overlaps = None
+        session: tuple[Literal["within", "unmeasured"], str] | None = None
         recorded = [e for e in self.recorded_best.get((artifact_id, workload_id), ())
                     if e.record.extra.get("derived_from") == sorted(
                         p.entry.record.input_key for p in points if p.concurrency == 1)]
-        if recorded and recorded[0].record.extra.get("clear") is False:
-            named = recorded[0].record.extra.get("runner_up")
-            overlaps = named if isinstance(named, str) else runner_up.speculative if runner_up else "another config"
+        named = recorded[0].record.extra.get("runner_up") if recorded else None
+        other = named if isinstance(named, str) else runner_up.speculative if runner_up else "another config"
+        why = recorded[0].record.extra.get("not_clear", False) if recorded else False
+        if why is None or isinstance(why, str):
+            # A record judged against session noise says why its batch-1 win is not clear (None: it is; its
+            # losses at other points are found below).
+            if isinstance(why, str) and why.startswith("session noise unmeasured"):
+                session = ("unmeasured", other)
+            elif isinstance(why, str) and why.startswith("within session noise"):
+                session = ("within", other)
+            elif isinstance(why, str):
+                overlaps = other
+        elif recorded and recorded[0].record.extra.get("clear") is False:
+            overlaps = other
         elif not recorded and runner_up is not None and _overlap(best, runner_up):
             overlaps = runner_up.speculative
         losses: list[Loss] = []
@@ -201,7 +217,7 @@ class FamilyMeasurements:
             faster = max((p for p in found if p is not mine), key=lambda p: p.throughput, default=None)
             if mine is not None and faster is not None and faster.throughput > mine.throughput:
                 losses.append(Loss(faster=faster.speculative, mine=mine, theirs=faster))
-        return BestVerdict(point=best, overlaps=overlaps, losses=tuple(losses))
+        return BestVerdict(point=best, overlaps=overlaps, losses=tuple(losses), session=session)
 
 
 def _overlap(a: SpeedPoint, b: SpeedPoint) -> bool:

@@ -60,6 +60,11 @@ class SpeedTables:
             parts.append(f"slower than {code_span(faster)} at {' and at '.join(places)}")
         if verdict.overlaps:
             parts.append(f"its batch-1 repeats overlap {code_span(verdict.overlaps)}'s")
+        if verdict.session is not None:  # README "How speed verdicts decide"
+            kind, other = verdict.session
+            parts.append(f"its batch-1 lead over {code_span(other)} is within session noise" if kind == "within" else
+                         f"its batch-1 lead over {code_span(other)} is not shown beyond session noise (none "
+                         "measured on this host)")
         return Markdown("not a clear win: " + "; ".join(parts))
 
     def reference_pair(self, artifact_id: str, workload_id: str) -> tuple[SpeedPoint, SpeedPoint] | None:

@@ -81,6 +81,26 @@ def test_a_recorded_unclear_win_is_never_called_best(demo_inputs: CardInputs) ->
     assert _lint(inputs, "reference", readme) == []
 
 
+def test_a_recorded_verdict_says_its_own_reason_never_an_overlap_it_did_not_find(demo_inputs: CardInputs) -> None:
+    """A speed-best record judged against session noise (`not_clear`, README "How speed verdicts decide") is worded
+    by its reason: no measured session noise, or a lead inside it; a record whose batch-1 win is clear
+    (`not_clear` null) is never said to overlap, whatever `clear` says of its other points."""
+    match = {"kind": "speed-best", "artifact": "reference", "workload": "longdoc"}
+    for why, said in (("session noise unmeasured: no point of this host recorded in two sessions",
+                       "not a clear win: its batch-1 lead over `draft` is not shown beyond session noise (none "
+                       "measured on this host)."),
+                      ("within session noise of draft: 1.04x, 95 % 0.62x or less",
+                       "not a clear win: its batch-1 lead over `draft` is within session noise.")):
+        inputs = _edit(demo_inputs, match, {"extra": {"clear": False, "runner_up": "draft", "not_clear": why}})
+        readme = render_family(inputs, plots=False, artifacts=["reference"]).card("reference").readme
+        section = readme.split("### Long-document copy\n")[1].split("\n## ")[0]
+        assert f"fastest config: `ngram`, {said}" in section and "overlap" not in section
+        assert _lint(inputs, "reference", readme) == []
+    inputs = _edit(demo_inputs, match, {"extra": {"clear": False, "runner_up": "draft", "not_clear": None}})
+    readme = render_family(inputs, plots=False, artifacts=["reference"]).card("reference").readme
+    assert "overlap" not in readme.split("### Long-document copy\n")[1].split("\n## ")[0]
+
+
 def test_the_matrix_recommends_no_pairing_slower_than_the_reference_alone(nanbeige: CardInputs) -> None:
     """NVFP4A16 with EAGLE-3 planted at 2x over NVFP4A16 alone, the largest speedup of Reasoning, yet at 100 tok/s
     where the reference alone does 170: it pays on its target, and says why it is not recommended; the
