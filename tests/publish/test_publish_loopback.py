@@ -62,7 +62,8 @@ def test_publish_to_a_loopback_hub_without_collections_under_offline_mode(
     with hub_access(hub.url):
         for repo in repos:
             assert {t.name: t.target_commit for t in api.list_repo_refs(repo).tags} == {
-                "v1.0": api.list_repo_commits(repo)[0].commit_id}
+                "v1.0": api.list_repo_commits(repo)[0].commit_id
+            }
     code, out, err = cli(["verify", str(plain_family), "--hub", url, "--json"])
     assert code == 0, err
     verified = json.loads(out)["verified"]

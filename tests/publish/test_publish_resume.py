@@ -62,8 +62,12 @@ def publish(family: Path, api: HfApi, bundle_dir: Path, run: int, *, stop: tuple
     """One run of the publish job; `stop` = (step, repo number): the process ends once that step is done."""
 
     def on_event(event: PublishEvent) -> None:
-        if stop is not None and repos is not None and isinstance(event, StepDone) \
-                and (event.step, event.repo) == (stop[0], repos[stop[1]]):
+        if (
+            stop is not None
+            and repos is not None
+            and isinstance(event, StepDone)
+            and (event.step, event.repo) == (stop[0], repos[stop[1]])
+        ):
             raise RunnerLost(f"runner lost after {stop[0]} of {event.repo}")
 
     return publish_family(load_manifest(family, check_files=False), api=api, from_bundle=bundle_dir,
