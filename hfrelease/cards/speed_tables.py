@@ -14,6 +14,7 @@ from hfrelease.cards.numbers import DASH, TIMES, fixed
 from hfrelease.cards.text import Markdown, code_span, escape_markdown
 from hfrelease.cards.view import CardView, Context
 from hfrelease.manifest import Artifact, Workload
+from hfrelease.speed.records import short_outputs
 
 
 class SpeedTables:
@@ -177,7 +178,17 @@ class SpeedTables:
         return repeats if isinstance(repeats, int) and not isinstance(repeats, bool) else None
 
     def tps(self, p: SpeedPoint) -> Markdown:
-        """Output tok/s, the median over repeats with the range of the repeats: "790.2 (658.8-796.8)"."""
+        """Output tok/s, the median over repeats with the range of the repeats: "790.2 (658.8-796.8)"; labelled
+        when the outputs ended far before output_len, where the figure is mostly time to first token."""
+        cell = self._tps(p)
+        mean = p.entry.record.extra.get("mean_output_tokens")
+        if short_outputs(p.entry.record) is None or not isinstance(mean, int | float):
+            return cell
+        tokens = self.numbers.add(f"{self.point_id(p)}.mean_output_tokens", "output tokens per request (mean), "
+                                  f"{self._point_label(p)}", fixed(mean, 1), [p.entry])
+        return Markdown(f"{cell}, short outputs: {tokens} tokens per answer, mostly time to first token")
+
+    def _tps(self, p: SpeedPoint) -> Markdown:
         median = self.metric(p, "output_throughput", 1, "output tok/s (median of repeats)")
         assert median is not None
         spread = self._spread(p, "output_throughput")

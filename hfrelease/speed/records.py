@@ -58,6 +58,9 @@ def point_record(
         "spread": summary.spread if summary else {},
         "failed": summary.failed if summary else 0,
         "completed": summary.completed if summary else 0,
+        # Tokens a completed request generated, on average: far below output_len, tok/s is mostly TTFT.
+        **({"mean_output_tokens": round(summary.output_tokens / summary.completed, 1)}
+           if summary and summary.completed and summary.output_tokens else {}),
         "raw": [name for name, _ in files if name.endswith(".bench.jsonl")],
         "metrics_raw": [name for name, _ in files if name.endswith(".metrics.txt")],
         "bench_command": raw[0][0] if raw else None,
@@ -100,6 +103,24 @@ def point_record(
         status="void" if void_reason else "ok",
         void_reason=void_reason,
     )
+
+
+SHORT_OUTPUT_FRACTION = 0.25  # outputs that end before a quarter of the budget "end far before output_len"
+
+
+def short_outputs(record: LedgerRecord) -> str | None:
+    """What to say of a speed record whose requests stopped far before `output_len` (EOS, not the budget): its
+    tok/s is then mostly time to first token, not decode speed (issue 27). None when they ran long enough, when
+    `ignore_eos` made them run the budget, or when the record does not say."""
+    mean = record.extra.get("mean_output_tokens")
+    budget = record.generation.get("output_len")
+    if record.generation.get("ignore_eos") or not isinstance(mean, int | float) or not isinstance(budget, int):
+        return None
+    if mean >= SHORT_OUTPUT_FRACTION * budget:
+        return None
+    return (f"outputs end after {mean:g} of {budget} tokens on average (the model stops early): its tok/s is "
+            "mostly time to first token, not decode speed; measure with prompts that answer at length, or set "
+            "ignore_eos = true on the workload")
 
 
 def write_point(ledger: Ledger, record: LedgerRecord, files: Sequence[tuple[str, bytes]]) -> list[Path]:

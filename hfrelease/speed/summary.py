@@ -31,6 +31,7 @@ class PointSummary:
     failed: int
     completed: int
     bench_seconds: float
+    output_tokens: int = 0  # generated over every repeat's completed requests (vllm bench's total_output_tokens)
 
 
 def median_and_spread(values: Sequence[float]) -> tuple[float, list[float]]:
@@ -63,4 +64,5 @@ def summarise(repeats: Sequence[Repeat]) -> PointSummary:
         failed=sum(r.result.failed for r in repeats),
         completed=sum(r.result.completed for r in repeats),
         bench_seconds=sum(r.result.duration_s for r in repeats),
+        output_tokens=sum(r.result.total_output_tokens for r in repeats),
     )

@@ -153,3 +153,25 @@ def test_the_recipe_is_named_by_its_path_in_the_published_repo(nanbeige_manifest
     manifest = nanbeige_manifest.model_copy(update={"artifact": [with_recipe(a) for a in nanbeige_manifest.artifact]})
     readme = render_family(nanbeige_inputs(manifest, with_speed=False), plots=False).card("fp8-dynamic").readme
     assert "- Recipe: `recipe.yaml`" in readme and build_path not in readme
+
+
+def test_a_speed_point_whose_outputs_end_early_is_labelled(nanbeige_manifest: Manifest) -> None:
+    """A speed record whose answers averaged 2 of 256 tokens shows its tok/s labelled as mostly time to first
+    token, the mean traced to its record like every number (issue 27, part 5); unlabelled as recorded."""
+    from hfrelease.cards.inputs import entry_for
+
+    inputs = nanbeige_inputs(nanbeige_manifest)
+    shortened = []
+    for entry in inputs.records:
+        record = entry.record
+        if record.kind == "speed" and record.artifact_id == "fp8-dynamic" and record.extra.get("concurrency") == 1:
+            record = record.model_copy(update={"extra": {**record.extra, "mean_output_tokens": 2.0},
+                                               "generation": {**record.generation, "output_len": 256}})
+            entry = entry_for(record, {}, ())
+        shortened.append(entry)
+    family = render_family(CardInputs(manifest=inputs.manifest, records=tuple(shortened), sections=inputs.sections,
+                                      files=inputs.files), plots=False)
+    fp8 = family.card("fp8-dynamic")
+    assert "short outputs: 2.0 tokens per answer, mostly time to first token" in fp8.readme
+    assert any(row.id.endswith(".mean_output_tokens") for row in fp8.numbers)
+    assert "short outputs" not in render_family(inputs, plots=False).card("fp8-dynamic").readme
