@@ -111,6 +111,31 @@ def test_draft_gates_pass_with_records_of_another_vllm(fixture_family: Path) -> 
     assert checks[("chat", "speedup")].value == 1.6
 
 
+def test_the_merged_speedup_gate_is_judged_at_every_concurrency_of_the_workload(fixture_family: Path) -> None:
+    """Issue 24: chat measured at concurrency 1 and 4; the draft is 1.6x at batch 1 but 0.8x at concurrency 4
+    (planted). The merge job's speedup gate reads both points and fails, naming the losing one (exit 4)."""
+    manifest = _family(fixture_family, min_acceptance_rate=0.5, min_speedup=1.2)
+    workloads = [w.model_copy(update={"concurrency": [1, 4]}) for w in manifest.workload]
+    manifest = manifest.model_copy(update={"workload": workloads})
+    ledger = Ledger(fixture_family / "results")
+    plan = plan_drafts(manifest, ["draft"], ledger=ledger, hash_cache=None)
+    tps = {(False, 1): 50.0, (True, 1): 80.0, (False, 4): 100.0, (True, 4): 80.0}
+    for job in plan.servers:
+        for point in job.points:
+            metrics = {"output_throughput": tps[(job.draft is not None, point.concurrency)]}
+            if job.draft is not None:
+                metrics |= {"spec_acceptance_rate": 0.8, "spec_mean_acceptance_length": 3.4}
+            ledger.write(_record(job, point, metrics))
+    decision = _decide(manifest, ledger)
+    assert [(p.gate, p.kind) for p in decision.blocking] == [("draft:speedup", "fail")]
+    assert "concurrency 4 0.80x < 1.2x" in decision.blocking[0].text
+    assert "batch-1 speedup" not in decision.blocking[0].text  # 1.6x passes; the losing point is what is named
+    (speedup,) = [c for c in decision.draft_checks if c.check == "speedup"]
+    assert speedup.value == 0.8
+    error = decision.error()
+    assert error is not None and error.exit_code == ExitCode.GATE_FAILED
+
+
 def test_a_failed_draft_gate_stops_the_release_with_exit_4(fixture_family: Path) -> None:
     """A published draft under its acceptance floor blocks the release (gate failure, exit 4)."""
     manifest = _family(fixture_family, min_acceptance_rate=0.5)
