@@ -88,7 +88,7 @@ class ChooseTable(Summary):
 
     def _quality_summary(self, other: Artifact) -> Markdown:
         if other.kind == "draft":
-            return Markdown("lossless")
+            return self.drafts.outputs_cell(other)
         if other.kind == "reference":
             return Markdown("the reference")
         results = self.quality.gate_results(other)

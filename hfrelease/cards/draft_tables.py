@@ -6,6 +6,13 @@ A draft serves inside its target's server, so its figures are its target's speed
 
 from __future__ import annotations
 
+from hfrelease.cards.acceptance_spread import (
+    identical_outputs,
+    identical_share,
+    outputs_sentence,
+    prompt_spread,
+    with_interval,
+)
 from hfrelease.cards.measurements import NONE, SpeedPoint
 from hfrelease.cards.numbers import fixed
 from hfrelease.cards.speed_tables import SpeedTables
@@ -126,9 +133,10 @@ class DraftTables:
             q.concurrency for q in points if q.workload.id == p.workload.id and q.speculative == p.speculative)]
         rows = []
         for p in points:
-            unconditional = [self.numbers.add(f"{self.speed.point_id(p)}.pos{i}", f"acceptance at draft position {i}, "
-                                              f"{p.workload.id} on {p.artifact_id}, {p.speculative}", fixed(v, 2),
-                                              [p.entry]) for i, v in p.positions()]
+            unconditional = [with_interval(self.numbers, p, f"spec_acceptance_pos_{i}", self.numbers.add(
+                f"{self.speed.point_id(p)}.pos{i}", f"acceptance at draft position {i}, {p.workload.id} on "
+                f"{p.artifact_id}, {p.speculative}", fixed(v, 2), [p.entry]), f"acceptance at draft position {i}")
+                for i, v in p.positions()]
             conditional = [self.numbers.add(f"{self.speed.point_id(p)}.cpos{i}", f"conditional acceptance at draft "
                                             f"position {i}, {p.workload.id} on {p.artifact_id}, {p.speculative}",
                                             fixed(v, 2), [p.entry])
@@ -136,13 +144,39 @@ class DraftTables:
             rows.append({
                 "label": Markdown(f"{escape_markdown(p.workload.label or p.workload.id)}, {code_span(p.speculative)}"
                                   + (f" on {escape_markdown(p.artifact_id)}" if artifact.kind == "draft" else "")),
-                "rate": self.speed.metric(p, "spec_acceptance_rate", 2, "acceptance rate"),
+                "rate": self._with_interval(p, "spec_acceptance_rate", "acceptance rate"),
+                "spread": prompt_spread(self.numbers, p),
+                "identical": identical_outputs(self.numbers, p) if p.speculative != NONE else Markdown("n/a"),
                 "mal": self.speed.metric(p, "spec_mean_acceptance_length", 2, "mean acceptance length"),
                 "positions": Markdown(" / ".join(unconditional)) if unconditional else Markdown("n/a"),
                 "conditional": Markdown(" / ".join(conditional)) if conditional else Markdown("n/a"),
                 "concurrency": p.concurrency,
             })
-        return {"measured": bool(rows), "rows": rows, "gates": self.draft_gates(artifact)}
+        return {"measured": bool(rows), "rows": rows, "gates": self.draft_gates(artifact),
+                "outputs": self.outputs(artifact)}
+
+    def _with_interval(self, p: SpeedPoint, name: str, label: str) -> Markdown | None:
+        value = self.speed.metric(p, name, 2, label)
+        return with_interval(self.numbers, p, name, value, label) if value is not None else None
+
+    def _on_target(self, artifact: Artifact) -> tuple[list[SpeedPoint], str]:
+        assert artifact.draft is not None
+        target = artifact.draft.target
+        points = self.measured.points(draft_id=artifact.id)
+        return [p for p in points if p.concurrency == 1 and p.artifact_id == target], escape_markdown(target)
+
+    def outputs(self, artifact: Artifact) -> Markdown | None:
+        """A draft's losslessness as measured (`acceptance_spread.outputs_sentence`); None for other kinds."""
+        if artifact.draft is None:
+            return None
+        return outputs_sentence(self.numbers, artifact.id, *self._on_target(artifact))
+
+    def outputs_cell(self, artifact: Artifact) -> Markdown:
+        """The choose table's quality cell of a draft: its measured share of unchanged outputs."""
+        found = identical_share(self.numbers, artifact.id, *self._on_target(artifact)) if artifact.draft else None
+        if found is None:
+            return Markdown("outputs not compared with its target's")
+        return Markdown(f"outputs = its target's on {found[0]} prompts")
 
     def serving_acceptance(self, artifact: Artifact) -> list[tuple[Markdown, list[tuple[int, Markdown]]]]:
         """A draft's per-position acceptance served with its target at batch 1, per workload (the figures
@@ -178,12 +212,15 @@ class DraftTables:
         checks = [c for c in draft_checks(self.manifest, rows) if c.draft_id == artifact.id]
         d = artifact.draft
         names = {"target": "served with its target", "acceptance": "acceptance rate",
-                 "acceptance-length": "mean acceptance length", "speedup": "speedup over no speculation"}
+                 "acceptance-length": "mean acceptance length", "speedup": "speedup over no speculation",
+                 "identical-outputs": "share of prompts with no speculation's output tokens"}
         required = {"target": f"target = {d.target}", "acceptance": f"min_acceptance_rate = {d.min_acceptance_rate:g}"
                     if d.min_acceptance_rate is not None else "measured",
                     "acceptance-length": f"min_acceptance_length = {d.min_acceptance_length:g}"
                     if d.min_acceptance_length is not None else "",
-                    "speedup": f"min_speedup = {d.min_speedup:g}" if d.min_speedup is not None else ""}
+                    "speedup": f"min_speedup = {d.min_speedup:g}" if d.min_speedup is not None else "",
+                    "identical-outputs": f"min_identical_outputs = {d.min_identical_outputs:g}"
+                    if d.min_identical_outputs is not None else ""}
         table = []
         for c in checks:
             p = points[(c.artifact_id, c.workload_id, c.speculative)]
@@ -192,6 +229,8 @@ class DraftTables:
                 value = code_span(c.artifact_id)
             elif c.check == "speedup":
                 value = self.speed.speedup(p)
+            elif c.check == "identical-outputs":
+                value = identical_outputs(self.numbers, p) if c.value is not None else None
             else:
                 metric = "spec_acceptance_rate" if c.check == "acceptance" else "spec_mean_acceptance_length"
                 value = self.speed.metric(p, metric, 2, names[c.check])

@@ -96,7 +96,7 @@ class Opening(ChooseTable):
 
     def _draft_verdict(self, artifact: Artifact) -> Markdown:
         gates = self.drafts.draft_gates(artifact)
-        said = "Lossless: its target verifies every token"
+        said = str(self.drafts.outputs(artifact))
         if gates is not None and gates["measured"]:
             said += "; its draft gates pass" if gates["passed"] else "; its draft gates **fail**: avoid it"
         return Markdown(_sentence(said))

@@ -35,6 +35,7 @@ from hfrelease.speed.plan import (
     point_input_key,
     workload_artifacts,
 )
+from hfrelease.speed.per_request import load_outcomes
 from hfrelease.speed.result import SpeedRow, row_from_record
 from hfrelease.speed.verdict import DraftCheck, draft_checks, with_speedups
 
@@ -178,6 +179,7 @@ def judge_draft(manifest: Manifest, draft_id: str, *, ledger: Ledger, hash_cache
                                              text=f"{draft_id}: {where}: void ({record.void_reason})"))
             else:
                 records.append(record)
+                load_outcomes(ledger, record)  # a missing or edited per-request file: LedgerError (exit 6)
                 rows.append(row_from_record(record, origin="recorded"))
     # Judged against the session noise of the host(s) the points ran on, from the ledger's A/A groups.
     noise = host_noise(ledger.records(), [r for r in records if r.status == "ok"])
