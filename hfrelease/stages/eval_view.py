@@ -150,7 +150,11 @@ def speed_view(report: SpeedReport) -> list[Block]:
     for best in report.best:
         if best.runner_up is None:
             continue  # one config measured: nothing was chosen
-        note = "" if best.clear else f" (spread overlaps {best.runner_up}'s: not a clear win)"
+        # Why not, as the speed-best record keeps it (README "How speed verdicts decide"): its batch-1 lead against
+        # the host's session noise, and each other point of the workload where it loses.
+        why = "; ".join([*([best.not_clear] if best.not_clear else []), *(f"slower at {p}" for p in best.loses_at)])
+        overlap = f"its spread overlaps {best.runner_up}'s"
+        note = "" if best.clear else f" (not a clear win: {why or overlap})"
         speedup = f", {best.speedup:.2f}x over none" if best.speedup is not None and best.speculative != "none" else ""
         view.append(line(f"best for {best.workload_id} on {best.artifact_id}: ", Styled(best.speculative, "bold"),
                          f" {best.throughput:.1f} tok/s{speedup}{note}", wrap=True))
