@@ -116,6 +116,22 @@ def test_a_changed_or_missing_part_is_refused(packed: tuple[ModuleType, Path], t
         carry.unpack(out, tmp_path / "w")
 
 
+def test_resplit_cuts_the_same_stream_into_smaller_parts(packed: tuple[ModuleType, Path], tmp_path: Path) -> None:
+    """The working tree that travels with each call grew (issue 30's second run): the parts are cut again at a
+    smaller size without compressing again, and still install; a wrong part stops it before anything is cut."""
+    carry, out = packed
+    before = len(carry.verify_parts(out))
+    parts = carry.resplit(out, 8 / 1024)
+    assert len(parts) > before and all(p.stat().st_size <= 8 * 1024 for p in parts)
+    assert sorted(p.name for p in out.glob("part-*")) == [p.name for p in parts]
+    assert carry.install(out, tmp_path / "site") == 0
+    assert (tmp_path / "site" / "carryb" / "__init__.py").is_file()
+    (out / "SHA256SUMS").write_text((out / "SHA256SUMS").read_text().replace(parts[0].name, "part-999"))
+    with pytest.raises(carry.CarryError, match="part-000 does not match SHA256SUMS"):
+        carry.resplit(out, 4 / 1024)
+    assert sorted(p.name for p in out.glob("part-*")) == [p.name for p in parts]
+
+
 def test_two_versions_of_one_distribution_are_refused(tmp_path: Path) -> None:
     carry = _carry()
     wheels = tmp_path / "wheels"
