@@ -8,9 +8,9 @@ sources' weights are looked up by `hub` (the repo's listing at the pinned commit
 fetched here the way the chat templates are (one small file).
 
 The scheme check follows compressed-tensors' own presets (`compressed_tensors.quantization.quant_scheme`,
-the names llm-compressor's `scheme=` takes): the checkpoint's `quantization_config.config_groups` must each
-quantize weights and input activations as the declared preset does. A scheme that is no preset (a named
-mix with its own recipe) is not compared.
+the names llm-compressor's `scheme=` takes; `PRESETS` below): each of the checkpoint's
+`quantization_config.config_groups` must quantize weights and input activations as the declared preset
+does. A scheme that is no preset (a named mix with its own recipe) is not compared.
 """
 
 from __future__ import annotations
@@ -71,17 +71,40 @@ def _shape(group: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, A
     return _args(group.get("weights")), _args(group.get("input_activations"))
 
 
-def _presets() -> dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] | None:
-    """compressed-tensors' preset schemes as (weights, input activations), or None where it is not installed."""
-    try:
-        from compressed_tensors.quantization.quant_scheme import PRESET_SCHEMES, preset_name_to_scheme
-    except ImportError:
-        return None
-    found = {}
-    for name in PRESET_SCHEMES:
-        scheme = preset_name_to_scheme(name, ["Linear"]).model_dump()
-        found[name] = _shape(scheme)
-    return found
+def _preset(weights: tuple[Any, ...] | None, inputs: tuple[Any, ...] | None
+            ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def named(values: tuple[Any, ...] | None) -> dict[str, Any] | None:
+        return None if values is None else dict(zip(_COMPARED, values, strict=True))
+
+    return named(weights), named(inputs)
+
+
+# compressed-tensors 0.17's preset schemes (compressed_tensors.quantization.quant_scheme.PRESET_SCHEMES through
+# preset_name_to_scheme, validated): (weights, input activations) as (num_bits, type, strategy, group_size,
+# symmetric, dynamic). Written out, not imported: importing compressed-tensors imports torch and transformers,
+# 20-30 s on a 2-core CPU, which `check` would pay for every quant; tests/preflight/test_checkpoints.py holds
+# this table to the installed library's.
+PRESETS: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {
+    name: _preset(*shapes) for name, shapes in {
+        "UNQUANTIZED": (None, None),
+        "W8A16": ((8, "int", "group", 128, True, False), None),
+        "W4A16": ((4, "int", "group", 128, True, False), None),
+        "W4A16_ASYM": ((4, "int", "group", 128, False, False), None),
+        "W8A8": ((8, "int", "channel", None, True, False), (8, "int", "token", None, True, True)),
+        "INT8": ((8, "int", "channel", None, True, False), (8, "int", "token", None, True, True)),
+        "W4A8": ((4, "int", "group", 128, True, False), (8, "int", "token", None, True, True)),
+        "W4AFP8": ((4, "int", "group", 128, True, False), (8, "float", "token", None, True, True)),
+        "FP8": ((8, "float", "tensor", None, True, False), (8, "float", "tensor", None, True, False)),
+        "FP8_DYNAMIC": ((8, "float", "channel", None, True, False), (8, "float", "token", None, True, True)),
+        "FP8_BLOCK": ((8, "float", "block", None, True, False), (8, "float", "group", 128, True, True)),
+        "NVFP4A16": ((4, "float", "tensor_group", 16, True, False), None),
+        "NVFP4": ((4, "float", "tensor_group", 16, True, False), (4, "float", "tensor_group", 16, True, "local")),
+        "MXFP4A16": ((4, "float", "group", 32, True, False), None),
+        "MXFP4": ((4, "float", "group", 32, True, False), (4, "float", "group", 32, True, True)),
+        "MXFP8A16": ((8, "float", "group", 32, True, False), None),
+        "MXFP8": ((8, "float", "group", 32, True, False), (8, "float", "group", 32, True, True)),
+    }.items()
+}
 
 
 def _config(manifest: Manifest, artifact: Artifact, fetch: Fetcher | None) -> tuple[Mapping[str, Any] | None, str]:
@@ -123,12 +146,11 @@ def scheme_problems(manifest: Manifest, *, fetch: Fetcher | None, only: set[str]
         groups = quant.get("config_groups")
         if isinstance(groups, Mapping) and groups:
             found.append((index, artifact.quantization.scheme, where, groups))
-    presets = _presets() if found else None  # compressed-tensors imports torch: only when there is a config
     problems: list[ConfigProblem] = []
     for index, declared, where, groups in found:
-        if presets is None or declared.upper() not in presets:
+        if declared.upper() not in PRESETS:
             continue  # a named mix: its recipe says what it is
-        expected = presets[declared.upper()]
+        expected = PRESETS[declared.upper()]
         differing = {name: _shape(group) for name, group in groups.items()
                      if isinstance(group, Mapping) and _shape(group) != expected}  # fmt: skip
         if not differing:
@@ -136,7 +158,7 @@ def scheme_problems(manifest: Manifest, *, fetch: Fetcher | None, only: set[str]
         said = "; ".join(f"{name}: weights {_describe(w)}, input activations {_describe(a)}"
                          for name, (w, a) in sorted(differing.items()))
         shapes = list(differing.values())
-        same = [name for name, shape in presets.items() if all(s == shape for s in shapes)]
+        same = [name for name, shape in PRESETS.items() if all(s == shape for s in shapes)]
         problems.append(ConfigProblem(
             location=f"artifact[{index}].quantization.scheme",
             message=f"declared {declared!r} (weights {_describe(expected[0])}, input activations "

@@ -156,3 +156,14 @@ def test_eval_stops_on_a_contradicted_scheme(fixture_family: Path, cli: CliRun, 
     assert code == ExitCode.CONFIG, err
     assert "artifact[1].quantization.scheme" in err and "declared 'W8A8'" in err
 
+
+
+def test_the_preset_table_is_compressed_tensors_own() -> None:
+    """`PRESETS` (written out so `check` does not import torch) equals the installed compressed-tensors' presets,
+    validated as llm-compressor builds them for `scheme=NAME`."""
+    quant_scheme = pytest.importorskip("compressed_tensors.quantization.quant_scheme")
+    from hfrelease.preflight.checkpoints import PRESETS, _shape
+
+    found = {name: _shape(quant_scheme.preset_name_to_scheme(name, ["Linear"]).model_dump())
+             for name in quant_scheme.PRESET_SCHEMES}
+    assert PRESETS == found
