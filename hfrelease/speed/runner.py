@@ -493,8 +493,9 @@ def _measure(
         record = record.model_copy(update={"extra": {**record.extra, **requests_extra(per_request, name)}})
     text = (f"{record.metrics['output_throughput'].value:.1f} tok/s" if record.status == "ok"
             else f"void: {record.void_reason}")
-    events.point_progress(job.label, point.label, text)
     short = short_outputs(record) if record.status == "ok" else None
-    if short is not None:
+    if short is not None:  # in the point's row too, which the live view keeps; its log keeps the last lines only
+        text += f" (short outputs: {record.extra['mean_output_tokens']:g} of {workload.output_len} tokens)"
         events.log(f"warning: {job.label} {point.label}: {short}")
+    events.point_progress(job.label, point.label, text)
     return record, files
