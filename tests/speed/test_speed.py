@@ -107,7 +107,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory, demo_build: dict[str, Pat
     family = _family(tmp_path_factory.mktemp("speed"), workloads=[CHAT, THINK, SWEEP])
     started = time.monotonic()
     code, report = _eval(family, "--run-dir", str(family.parent / "run"), "--artifact", "reference",
-                         "--gate", GATE, mode="--speed")
+                         "--gate", GATE, mode="--speed", timeout=1200)
     return {"family": family, "code": code, "report": report["speed"], "gates": report,
             "seconds": time.monotonic() - started}
 
