@@ -41,8 +41,9 @@ def with_interval(numbers: NumberRegistry, p: SpeedPoint, name: str, value: Mark
     if pair is None:
         return value
     text = f"{fixed(pair[0], 2)}{DASH}{fixed(pair[1], 2)}"
-    shown = numbers.add(f"{_point_id(p)}.{name}.prompts95", f"95 % interval over prompts of the {label}, {_where(p)}",
-                        text, [p.entry])
+    shown = numbers.add(
+        f"{_point_id(p)}.{name}.prompts95", f"95 % interval over prompts of the {label}, {_where(p)}", text, [p.entry]
+    )
     return Markdown(f"{value} ({shown})")
 
 
@@ -52,14 +53,16 @@ def prompt_spread(numbers: NumberRegistry, p: SpeedPoint) -> Markdown:
     rates = request_rates([r for r in requests if isinstance(r, dict)]) if isinstance(requests, list) else []
     if not rates:
         return Markdown(NOT_KEPT)
-    text = (f"{fixed(min(rates), 2)} / {fixed(statistics.median(rates), 2)} / {fixed(max(rates), 2)} "
-            f"({len(rates)} prompts)")
-    return numbers.add(f"{_point_id(p)}.prompt_rates", f"per-prompt acceptance min / median / max, {_where(p)}",
-                       text, [p.entry])
+    text = (
+        f"{fixed(min(rates), 2)} / {fixed(statistics.median(rates), 2)} / {fixed(max(rates), 2)} ({len(rates)} prompts)"
+    )
+    return numbers.add(
+        f"{_point_id(p)}.prompt_rates", f"per-prompt acceptance min / median / max, {_where(p)}", text, [p.entry]
+    )
 
 
 def identical_outputs(numbers: NumberRegistry, p: SpeedPoint) -> Markdown:
-    """"k of n prompts" whose output tokens equal no speculation's at temperature 0, with where the others
+    """ "k of n prompts" whose output tokens equal no speculation's at temperature 0, with where the others
     first differ; "not compared" without the measurement."""
     found = p.entry.record.extra.get("identical_outputs")
     if not isinstance(found, dict):
@@ -68,13 +71,18 @@ def identical_outputs(numbers: NumberRegistry, p: SpeedPoint) -> Markdown:
     text = f"{identical} of {prompts} prompts"
     if isinstance(first, list) and first:
         text += f" (others differ from token {min(v for v in first if isinstance(v, int))})"
-    return numbers.add(f"{_point_id(p)}.identical_outputs", f"prompts whose output tokens equal no speculation's, "
-                       f"{_where(p)}", text, [p.entry])
+    return numbers.add(
+        f"{_point_id(p)}.identical_outputs",
+        f"prompts whose output tokens equal no speculation's, {_where(p)}",
+        text,
+        [p.entry],
+    )
 
 
-def identical_share(numbers: NumberRegistry, draft_id: str, points: Iterable[SpeedPoint],
-                    target: str) -> tuple[Markdown, list[str]] | None:
-    """"k of n" prompts whose output tokens with a draft equal its target's alone at temperature 0, over its
+def identical_share(
+    numbers: NumberRegistry, draft_id: str, points: Iterable[SpeedPoint], target: str
+) -> tuple[Markdown, list[str]] | None:
+    """ "k of n" prompts whose output tokens with a draft equal its target's alone at temperature 0, over its
     batch-1 points on the target (registered), and the workloads compared; None when none was compared."""
     identical = prompts = 0
     workloads: list[str] = []
@@ -88,8 +96,12 @@ def identical_share(numbers: NumberRegistry, draft_id: str, points: Iterable[Spe
             entries.append(p.entry)
     if not prompts:
         return None
-    shown = numbers.add(f"draft.{draft_id}.identical_outputs", f"prompts whose output tokens with {draft_id} equal "
-                        f"{target}'s alone at temperature 0", f"{identical} of {prompts}", entries)
+    shown = numbers.add(
+        f"draft.{draft_id}.identical_outputs",
+        f"prompts whose output tokens with {draft_id} equal {target}'s alone at temperature 0",
+        f"{identical} of {prompts}",
+        entries,
+    )
     return shown, workloads
 
 
@@ -97,8 +109,12 @@ def outputs_sentence(numbers: NumberRegistry, draft_id: str, points: Iterable[Sp
     """A draft's losslessness as measured over its batch-1 points on its target at temperature 0."""
     found = identical_share(numbers, draft_id, points, target)
     if found is None:
-        return Markdown(f"Its outputs have not been compared with {target}'s alone yet (no per-request record of "
-                        "greedy decoding), so nothing here says they are identical")
+        return Markdown(
+            f"Its outputs have not been compared with {target}'s alone yet (no per-request record of "
+            "greedy decoding), so nothing here says they are identical"
+        )
     # No digit outside the registered figure: a measured block's every number traces to a record.
-    return Markdown(f"With greedy decoding its outputs equal {target}'s alone on {found[0]} prompts "
-                    f"({', '.join(found[1])}; measured, token by token)")
+    return Markdown(
+        f"With greedy decoding its outputs equal {target}'s alone on {found[0]} prompts "
+        f"({', '.join(found[1])}; measured, token by token)"
+    )

@@ -26,6 +26,7 @@ from hfrelease.ledger.record import Kind, LedgerRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Artifact, Manifest
 from hfrelease.speed.noise import host_noise
+from hfrelease.speed.per_request import load_outcomes
 from hfrelease.speed.plan import (
     NONE,
     PointJob,
@@ -35,7 +36,6 @@ from hfrelease.speed.plan import (
     point_input_key,
     workload_artifacts,
 )
-from hfrelease.speed.per_request import load_outcomes
 from hfrelease.speed.result import SpeedRow, row_from_record
 from hfrelease.speed.verdict import DraftCheck, draft_checks, with_speedups
 
