@@ -18,7 +18,7 @@ from hfrelease.evaluation.plan import (
 )
 from hfrelease.evaluation.utilization import Utilization
 from hfrelease.ledger.provenance import hardware, versions
-from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord
+from hfrelease.ledger.record import VALUE_FROM_SAMPLES, LedgerRecord, Metric, Sample, ServeRecord, value_is_sample_mean
 from hfrelease.manifest import Manifest
 from hfrelease.redact import redact_env
 from hfrelease.serving.command import ServeCommand
@@ -100,6 +100,9 @@ def gate_record(
         input_key=gate_job.input_key,
         # `requests`: sent by this run; `resumed`: answers an interrupted run of the same inputs received.
         extra={"metric": gate.metric, "value": run.value, "requests": run.requests, "lm_eval": run.lm_eval,
+               # The value is recomputed from the samples wherever they are read (hfrelease.ledger.record).
+               **({VALUE_FROM_SAMPLES: "mean"}
+                  if value_is_sample_mean(run.value, [float(x["score"]) for x in run.samples]) else {}),
                **({"resumed": run.resumed} if run.resumed else {}),
                **extra, **({"memory": dict(memory)} if memory else {}),
                **({"failed_requests": dict(run.failures)} if run.failures else {}),

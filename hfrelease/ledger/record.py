@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -214,6 +215,7 @@ class LedgerRecord(_Model):
             raise ValueError("samples are either inline or in samples_file, not both")
         if self.samples:
             check_samples(self, self.samples)
+        _check_headline(self)
         if self.truncated > self.n or self.empty > self.n:
             raise ValueError("truncated and empty count samples: they cannot exceed n")
         raw_files(self)  # raises on a name that is not a bare file name
@@ -259,10 +261,44 @@ def raw_files(record: LedgerRecord) -> list[tuple[str, str]]:
     return found
 
 
+# A gate record whose value is the mean of its samples' scores says so when it is measured (every lm-eval task
+# that aggregates by mean, the fidelity gate, a custom gate that reports a mean); its value is then recomputed
+# from the samples whenever they are read (render, compare, check --cards, bundle), so a value edited by hand
+# (and the file renamed to its new content's hash) is refused instead of rendered. A metric aggregated
+# otherwise (F1, BLEU over the corpus) carries no such claim and is not recomputed.
+VALUE_FROM_SAMPLES = "value_from_samples"
+_SAME = 1e-9
+
+
+def value_is_sample_mean(value: float | None, scores: Sequence[float]) -> bool:
+    """Whether `value` is the mean of `scores` (what a record then claims in `extra.value_from_samples`)."""
+    return bool(scores) and value is not None and abs(math.fsum(scores) / len(scores) - value) <= _SAME * max(
+        1.0, abs(value))
+
+
+def _check_headline(record: LedgerRecord) -> None:
+    """A gate record's value is written twice (`extra.value` and `metrics[extra.metric]`): both must agree."""
+    metric, value = record.extra.get("metric"), record.extra.get("value")
+    if record.kind != "gate" or record.status != "ok" or not isinstance(metric, str) or value is None:
+        return
+    if metric not in record.metrics or not isinstance(value, int | float) or abs(
+            record.metrics[metric].value - value) > _SAME * max(1.0, abs(value)):
+        raise ValueError(f"extra.value {value!r} is not metrics[{metric!r}] "
+                         f"({record.metrics[metric].value if metric in record.metrics else 'missing'})")
+
+
 def check_samples(record: LedgerRecord, samples: Sequence[Sample]) -> None:
-    """Raise ValueError unless the record's counts agree with its per-sample outcomes."""
+    """Raise ValueError unless the record's counts (and, where it claims to be their mean, its value) agree with
+    its per-sample outcomes."""
     if len(samples) != record.n:
         raise ValueError(f"n = {record.n} but {len(samples)} samples")
+    if record.extra.get(VALUE_FROM_SAMPLES) == "mean":
+        value = record.extra.get("value")
+        scores = [s.score for s in samples]
+        if not isinstance(value, int | float) or not value_is_sample_mean(float(value), scores):
+            mean = math.fsum(scores) / len(scores) if scores else float("nan")
+            raise ValueError(f"the value {value!r} is not the mean of its {len(scores)} samples' scores "
+                             f"({mean:.6g}), as the record says it is")
     truncated = sum(s.truncated for s in samples)
     empty = sum(s.empty for s in samples)
     if (truncated, empty) != (record.truncated, record.empty):

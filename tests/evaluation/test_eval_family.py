@@ -74,6 +74,9 @@ def test_demo_family_end_to_end(demo_family: Path, tmp_path: Path) -> None:
         if host_isa() in KERNELS:
             assert record.hardware["vllm_kernels"] == KERNELS[host_isa()], record.hardware
         assert record.n == len(ledger.load_samples(record))
+        # Every demo gate's value is its samples' mean, and its record says so: the value is recomputed from them
+        # whenever they are read (hfrelease.ledger.record.check_samples).
+        assert record.extra["value_from_samples"] == "mean", (record.artifact_id, record.subject_id)
         row = rows[(record.artifact_id, record.subject_id)]
         if record.subject_id == "arith-sampled":
             # A seeded gate's row is the mean over its seeds' runs (each item's mean over the seeds).

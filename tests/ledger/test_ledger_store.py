@@ -232,6 +232,32 @@ def test_large_samples_spill_and_round_trip(tmp_path: Path) -> None:
         ledger.load_samples(stored)
 
 
+def test_a_value_edited_by_hand_is_refused_where_it_claims_its_samples_mean(tmp_path: Path) -> None:
+    """A record whose value is its samples' mean says so; an edited value (the file renamed to its new content's
+    hash, as the repair hint says) is refused when the record is read, inline or spilled, never rendered."""
+    claim = {"metric": "exact_match", "value": 0.75, "value_from_samples": "mean"}
+    make_record(extra=claim)  # 3 of 4 samples score 1: the claim holds
+    with pytest.raises(ValidationError, match=r"value 0.8 is not the mean of its 4 samples' scores \(0.75\)"):
+        make_record(extra={**claim, "value": 0.8}, metrics={"exact_match": {"value": 0.8, "stderr": 0.25}})
+    # Written both places, the two must agree: an edit of one of them is refused as well.
+    with pytest.raises(ValidationError, match=r"extra.value 0.8 is not metrics\['exact_match'\]"):
+        make_record(extra={"metric": "exact_match", "value": 0.8})
+    # A metric aggregated otherwise (corpus F1) claims nothing and is not recomputed.
+    make_record(extra={"metric": "exact_match", "value": 0.6}, metrics={"exact_match": {"value": 0.6, "stderr": 0.2}})
+
+    ledger = Ledger(tmp_path)
+    spilled_claim = {"metric": "exact_match", "value": 1 / 3, "value_from_samples": "mean"}
+    record = make_record(samples=_big_samples(), n=3000, empty=60, extra=spilled_claim,
+                         metrics={"exact_match": {"value": 1 / 3, "stderr": 0.01}})
+    path = ledger.write(record)
+    assert len(ledger.load_samples(LedgerRecord.from_json(path.read_bytes()))) == 3000
+    data = json.loads(path.read_bytes())
+    data["extra"]["value"] = data["metrics"]["exact_match"]["value"] = 0.5
+    edited = LedgerRecord.model_validate(data)  # spilled samples are checked when they are read
+    with pytest.raises(LedgerError, match="is not the mean of its 3000 samples' scores"):
+        ledger.load_samples(edited)
+
+
 def test_samples_files_are_read_within_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A samples file that inflates past the limit (a bomb), or that is a FIFO, is a LedgerError at once: never
     read whole into memory, never waited on."""
