@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from hfrelease.errors import ArtifactError
+from hfrelease.errors import ArtifactError, HfreleaseError, HubError
 from hfrelease.hashing import WEIGHT_SUFFIX, ContentHash, FileHash, HashCache, hash_artifact, hash_files
 from hfrelease.manifest import Artifact, Manifest
 
@@ -89,18 +89,52 @@ def cache_repo_dir(snapshot: Path) -> Path | None:
     return None
 
 
-def _hub_error(repo: str, revision: str, exc: Exception) -> ArtifactError:
+def _hub_error(repo: str, revision: str, exc: Exception) -> HfreleaseError:
+    """What a failed read of a Hub-pinned source means: the manifest's mistake when the Hub says the repo,
+    revision or file does not exist (exit 3, fix release.toml); the Hub's failure when it did not answer, answered
+    5xx/429 after retries, or refused the token (exit 7, the same command again later, or another token)."""
     from huggingface_hub import constants
 
+    from hfrelease.hub_errors import hub_failure
+
     endpoint = hub_endpoint()
+    what = f"{repo}@{revision[:12]}: cannot read it from {endpoint}"
+    if not _not_the_hubs_failure(exc) and (failure := hub_failure(exc)) is not None:
+        return HubError(f"{what}: {failure.message}", hint=failure.hint)
     # Offline mode is the usual reason nothing answers (CI, the demo): said only when it is what stopped us.
     offline = (" (HF_HUB_OFFLINE=1 allows only what is in the local cache)"
                if constants.HF_HUB_OFFLINE and not is_loopback(endpoint) else "")
     return ArtifactError(
-        f"{repo}@{revision[:12]}: cannot read it from {endpoint}{offline}: {exc}",
+        f"{what}{offline}: {exc}",
         hint="Check the source's hub and revision in release.toml, HF_ENDPOINT and HF_TOKEN; "
              "a pinned revision must be a commit the repo holds.",
     )
+
+
+def _not_the_hubs_failure(exc: BaseException) -> bool:
+    """Whether `exc` (anywhere in its chain: a download raises "not in the local cache" from the Hub's 404) is
+    the Hub saying the repo, revision or file does not exist, or offline mode keeping the Hub from being asked:
+    the manifest's or this machine's setting, not the Hub failing. A gated repo's refusal is the token's."""
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, GatedRepoError):
+            return False
+        # Offline mode is this machine's setting, said with its own hint above, as before.
+        if isinstance(current, RepositoryNotFoundError | RevisionNotFoundError | EntryNotFoundError
+                      | OfflineModeIsEnabled):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def download_snapshot(repo: str, revision: str) -> Path:

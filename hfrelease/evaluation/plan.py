@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hfrelease.errors import ArtifactError
+from hfrelease.errors import ArtifactError, HubError
 from hfrelease.evaluation.budget import InFlight, Sweep, choose_in_flight, find_sweep
 from hfrelease.evaluation.custom_gate import custom_gate_argv
 from hfrelease.evaluation.lm_eval_command import LmEvalCall, lm_eval_call
@@ -299,7 +299,7 @@ def plan_eval(
         try:
             model_dir, content = artifact_content(manifest, artifact, download=download, cache=hash_cache,
                                                   hasher=hasher)
-        except ArtifactError as exc:
+        except (ArtifactError, HubError) as exc:
             if download or artifact.source.hub is None:
                 raise
             # Not downloading and the Hub cannot say (offline, say): a dry run still prints the plan, and
@@ -345,7 +345,7 @@ def _with_fidelity_reference(
     reference = manifest.reference
     try:
         model_dir, content = artifact_content(manifest, reference, download=download, cache=hash_cache, hasher=hasher)
-    except ArtifactError:
+    except (ArtifactError, HubError):
         if download:
             raise
         return servers  # a dry run that cannot identify the reference shows the artifact's own jobs
@@ -378,7 +378,7 @@ def _reference_sha(
         return None
     try:
         _, content = artifact_content(manifest, manifest.reference, download=False, cache=hash_cache, hasher=hasher)
-    except ArtifactError:
+    except (ArtifactError, HubError):
         return None
     return content.sha256
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hfrelease.errors import ArtifactError
+from hfrelease.errors import ArtifactError, HubError
 from hfrelease.hashing import ContentHash, HashCache, hash_artifact
 from hfrelease.ledger.record import LedgerRecord, input_key
 from hfrelease.ledger.store import Ledger
@@ -221,7 +221,7 @@ def plan_speed(
             try:
                 contents[artifact.id] = artifact_content(manifest, artifact, download=download, cache=hash_cache,
                                                          hasher=hasher)
-            except ArtifactError as exc:
+            except (ArtifactError, HubError) as exc:
                 if download or artifact.source.hub is None:
                     raise
                 contents[artifact.id] = (None, None)

@@ -243,3 +243,29 @@ def test_offline_quant_job_identifies_the_hub_reference_from_its_cached_snapshot
     )
     with pytest.raises(ArtifactError, match="upstream/Fixture-1M@000000000000: cannot read it"):
         artifact_content(manifest, other, download=False, cache=None)
+
+
+def test_a_failing_hub_is_the_hubs_failure_and_an_absent_commit_the_manifests(
+    hub: HubServer, hub_family: tuple[Path, str]
+) -> None:
+    """Reading a pinned source: a Hub that answers 503 after retries is a Hub failure (exit 7, the same command
+    later), a commit the repo does not hold is the manifest's mistake (exit 3, fix release.toml)."""
+    from hfrelease.errors import ArtifactError, ExitCode, HubError
+    from hfrelease.hub.faults import FaultRule
+    from hfrelease.manifest import load_manifest
+    from hfrelease.sources import artifact_content
+
+    family, _ = hub_family
+    manifest = load_manifest(family)
+    absent = manifest.reference.model_copy(
+        update={"source": manifest.reference.source.model_copy(update={"revision": "0" * 40})}
+    )
+    with pytest.raises(ArtifactError) as raised:
+        artifact_content(manifest, absent, download=False, cache=None)
+    assert raised.value.exit_code == ExitCode.CONFIG and not isinstance(raised.value, HubError)
+
+    hub.faults.add(FaultRule(repo="upstream/Fixture-1M", status=503, times=None))
+    with pytest.raises(HubError) as failed:
+        artifact_content(manifest, manifest.reference, download=False, cache=None)
+    assert failed.value.exit_code == ExitCode.PUBLISH_FAILED
+    assert failed.value.message.startswith("upstream/Fixture-1M@") and "503" in failed.value.message
