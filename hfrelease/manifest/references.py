@@ -8,6 +8,8 @@ of the wrong type here is skipped silently, because the schema validation alread
 from __future__ import annotations
 
 import difflib
+import os
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -245,12 +247,52 @@ def _path_problem(root: Path, value: object, *, want: str, location: str, limit:
     return ConfigProblem(location=location, message=f"{want} {value!r} does not exist (relative to {root})")
 
 
+# The most entries a directory hfrelease reads through (a gate's task_dir, a plugin) may hold: lm-eval indexes
+# every YAML file under a task_dir and hfrelease hashes every file, so a tree this large is a wrong path.
+MAX_TREE_ENTRIES = 20_000
+
+
+def _tree_problem(root: Path, value: object, *, location: str) -> ConfigProblem | None:
+    """A directory whose files are read (hashed by hfrelease, indexed by lm-eval) holds only regular files and
+    directories: opening a FIFO blocks for ever (`check` hung on one in a task_dir) and a device reads without
+    end. Its links are followed, as its readers follow them."""
+    if not isinstance(value, str) or not value or "\x00" in value:
+        return None
+    top = root / value
+    if not top.is_dir():
+        return None  # _path_problem reports it
+    odd: list[str] = []
+    count = 0
+    for directory, subdirs, names in os.walk(top, followlinks=False):
+        for name in (*subdirs, *names):
+            count += 1
+            if count > MAX_TREE_ENTRIES:
+                return ConfigProblem(location=location, message=f"{value!r} holds more than {MAX_TREE_ENTRIES:,} "
+                                                                "files and directories: is it the right directory?")
+            path = Path(directory) / name
+            try:
+                mode = path.stat().st_mode  # through a link: what a reader opening it meets
+            except OSError:
+                odd.append(f"{path.relative_to(top)} (a broken link)")
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                odd.append(str(path.relative_to(top)))
+    if odd:
+        shown = ", ".join(sorted(odd)[:5]) + (" ..." if len(odd) > 5 else "")
+        entries = "entry" if len(odd) == 1 else "entries"
+        return ConfigProblem(location=location, message=f"{value!r} holds {len(odd)} {entries} that are not regular "
+                                                        f"files or directories ({shown}): a FIFO or device would "
+                                                        "block or never end a read")
+    return None
+
+
 def check_paths(data: Mapping[str, Any], root: Path) -> list[ConfigProblem]:
     """Every file and directory the manifest names exists, relative to the manifest's directory."""
     found: list[ConfigProblem | None] = []
     serve = data.get("serve")
     if isinstance(serve, Mapping):
         found.append(_path_problem(root, serve.get("plugin"), want="directory", location="serve.plugin"))
+        found.append(_tree_problem(root, serve.get("plugin"), location="serve.plugin"))
     for index, item in _entries(data, "artifact"):
         where = f"artifact[{index}]"
         source = item.get("source")
@@ -272,6 +314,7 @@ def check_paths(data: Mapping[str, Any], root: Path) -> list[ConfigProblem]:
                 found.append(_path_problem(root, name, want="file", location=f"{where}.files[{pos}]"))
     for index, item in _entries(data, "gate"):
         found.append(_path_problem(root, item.get("task_dir"), want="directory", location=f"gate[{index}].task_dir"))
+        found.append(_tree_problem(root, item.get("task_dir"), location=f"gate[{index}].task_dir"))
     for index, item in _entries(data, "workload"):
         found.append(_path_problem(root, item.get("prompts"), want="file", location=f"workload[{index}].prompts",
                                    limit=MAX_WORKLOAD_BYTES))

@@ -123,3 +123,17 @@ def test_speed_reads_workload_prompts_bounded(tmp_path: Path, kind: str) -> None
         with pytest.raises(ConfigError) as caught:
             read(path)
         assert caught.value.exit_code == ExitCode.CONFIG
+
+
+@pytest.mark.usefixtures("quickly")
+def test_a_task_dir_holding_a_fifo_or_device_is_refused_at_check(fixture_family: Path) -> None:
+    """lm-eval indexes every YAML file of a gate's task_dir and hfrelease hashes every file: a FIFO there hung
+    `check`. Every such entry is named at gate[i].task_dir, at once, before anything reads the directory."""
+    tasks = fixture_family / "tasks"
+    os.mkfifo(tasks / "evil.yaml")
+    (tasks / "sub").mkdir()
+    _dev_zero(tasks / "sub" / "data.jsonl")
+    problems = _problems(fixture_family)
+    message = problems["gate[0].task_dir"]
+    assert "2 entries that are not regular files" in message, problems
+    assert "evil.yaml" in message and "sub/data.jsonl" in message
