@@ -148,25 +148,37 @@ def hub_checks(manifest: Manifest, *, api_factory: Callable[[str], HfApi] | None
         if hub_sources:
             notes.append(f"Hub sources' revisions not checked: {exc}")
     tag = manifest.tag_name()
+    published = [a.repo for a in manifest.artifact if a.publish]
+    tagged: list[str] = []
+    unknown = False
     try:
         api = make(tags_at)
-        for artifact in manifest.artifact:
-            if not artifact.publish:
-                continue
+        for repo in published:
             try:
                 with _access(tags_at):
-                    refs = api.list_repo_refs(artifact.repo)
+                    refs = api.list_repo_refs(repo)
             except RepositoryNotFoundError:
                 continue  # a repo this release creates
             except HfHubHTTPError as exc:
-                notes.append(f"tags of {artifact.repo} not checked: {tags_at} answered {exc}")
+                notes.append(f"tags of {repo} not checked: {tags_at} answered {exc}")
+                unknown = True
                 continue
             taken = {t.name: t.target_commit for t in refs.tags}
             if tag in taken:
-                problems.append(ConfigProblem(location="family.version", message=f"the release tag {tag!r} is "
-                                              f"already on {artifact.repo} (commit {taken[tag][:12]}) at {tags_at}: "
-                                              "that release is out; raise the version for the next one"))
+                tagged.append(f"{repo} (commit {taken[tag][:12]})")
     except HubUnreachable as exc:
         notes.append(f"release tag {tag!r} not looked up on the family's repos: {exc}")
+        return HubCheck(problems=tuple(problems), notes=tuple(notes), fetch=fetch)
+    if tagged and len(tagged) == len(published) and not unknown:
+        problems.append(ConfigProblem(location="family.version", message=f"the release tag {tag!r} is already on "
+                                      f"every published repo at {tags_at} ({', '.join(tagged)}): that release is "
+                                      "out; raise the version for the next one"))
+    elif tagged:
+        # Some repos carry the tag, some not: a publish that stopped after its first repos, which a re-run
+        # completes (hfrelease.publish resumes; README "Resuming a publish"). Refusing here would make a re-run of
+        # the whole workflow impossible; an older release under the same tag is refused by publish instead.
+        notes.append(f"the release tag {tag!r} is already on {len(tagged)} of {len(published)} published repos "
+                     f"({', '.join(tagged)}): a publish that stopped, which this release completes; if it is an "
+                     "older release, raise the version (publish refuses the tag on other content, after the eval jobs)")
     return HubCheck(problems=tuple(problems), notes=tuple(notes), fetch=fetch)
 

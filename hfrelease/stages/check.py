@@ -123,6 +123,21 @@ def _check_one(path: Path, settings: CheckSettings, *, announce: Callable[[str],
                          errors=tuple(errors), notes=tuple(notes), linted=linted)
 
 
+def release_check(path: Path) -> tuple[Manifest, tuple[str, ...]]:
+    """What `hfrelease check` checks of one manifest, its preflight and the release tag's lookup on the Hub
+    included; a ConfigError names every problem. The release workflow's check job runs exactly this, before any
+    GPU job. Returns the manifest and the preflight's notes."""
+    from hfrelease.manifest import find_manifest
+    from hfrelease.preflight import run_preflight
+    from hfrelease.stages.runner import cache_dir
+
+    manifest = _validated(path, announce=None)
+    report = run_preflight(manifest, cache_dir=cache_dir(), hub=True)
+    if report.problems:
+        raise ConfigError(f"{find_manifest(path)} (preflight)", report.problems)
+    return manifest, report.notes
+
+
 def _linted(manifest: Manifest, lint: LintReport) -> str:
     """What `check --cards` linted: how many of the family's cards, which, and how it came out."""
     names = ", ".join(str(p.relative_to(manifest.root)) if p.is_relative_to(manifest.root) else str(p)

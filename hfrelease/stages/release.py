@@ -124,18 +124,18 @@ class MatrixReport:
 
 
 def check_step(settings: StepSettings) -> MatrixReport:
-    """The check job: the tag, the family tree, the eval matrix (to `GITHUB_OUTPUT` as `matrix`)."""
-    from hfrelease.check import tree_problems
+    """The check job: the tag, everything `hfrelease check` checks (the serve guard, the family tree, the
+    preflight, the release tag on the Hub), the eval matrix (to `GITHUB_OUTPUT` as `matrix`)."""
     from hfrelease.release.ci import CiEnvironment, append_summary, markdown_table, set_output
     from hfrelease.release.policy import check_drafts_served, eval_matrix
+    from hfrelease.stages.check import release_check
 
     loaded = settings.manifest
     artifacts, gates = _selected(settings)
-    # What the bundle would refuse (a file outside the tree, a token, a pickle) stops the release here, on the
-    # GitHub-hosted runner, instead of in the publish job after every eval job has run.
-    problems = tree_problems(loaded)
-    if problems:
-        raise ConfigError(str(loaded.root / "release.toml"), problems)
+    # Exactly `hfrelease check`, on the GitHub-hosted runner: what the bundle would refuse (a file outside the
+    # tree, a token, a pickle), a placeholder plugin, task data that is not there, a release tag already out,
+    # stop the release here instead of in a later job after every eval job has run.
+    _, notes = release_check(loaded.root)
     entries = eval_matrix(loaded, artifacts, gates)
     check_drafts_served(loaded, entries)
     if not entries:
@@ -146,8 +146,10 @@ def check_step(settings: StepSettings) -> MatrixReport:
     if ci.output is not None:
         set_output(ci.output, "matrix", json.dumps(report.as_dict()))
     if ci.step_summary is not None:
+        said = "".join(f"\n- note: {n}" for n in notes)
         append_summary(ci.step_summary, f"### Release {loaded.family.name} {loaded.tag_name()}: eval matrix\n\n"
-                       + markdown_table(("artifact", "published"), [(e.artifact, e.publish) for e in entries]))
+                       + markdown_table(("artifact", "published"), [(e.artifact, e.publish) for e in entries])
+                       + (f"\n\nPreflight:\n{said}" if said else ""))
     return report
 
 

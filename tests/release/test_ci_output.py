@@ -107,6 +107,18 @@ def test_only_check_writes_the_matrix_output(
     assert "| fp8 | True |" in (tmp_path / "summary.md").read_text()
 
 
+def test_only_check_refuses_what_hfrelease_check_refuses(
+    fixture_family: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The check job runs exactly `hfrelease check`, preflight included: a quant whose checkpoint holds no
+    weights (found by the preflight, not by the manifest's load) stops the release before any eval job."""
+    (fixture_family / "checkpoints" / "fp8" / "model.safetensors").unlink()
+    check_code, _, check_err = _run(["check", str(fixture_family), "--offline"], capsys)
+    code, out, err = _run(["release", str(fixture_family), "--tag", "v1.0", "--only", "check"], capsys)
+    assert check_code == code == ExitCode.CONFIG, (check_err, err)
+    assert "(preflight)" in err and "artifact[1].source.path" in err and not out
+
+
 def test_only_check_with_the_wrong_tag_exits_3(fixture_family: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The workflow's first job fails on a tag that is not the release's, with the message in the log."""
     code, _, err = _run(["release", str(fixture_family), "--tag", "v1.0.1", "--only", "check"], capsys)
