@@ -164,4 +164,8 @@ def _links(manifest: Manifest, artifact: Artifact, view: CardView) -> Context:
 def _sections(inputs: CardInputs, artifact: Artifact) -> dict[str, Markdown]:
     family = inputs.sections.get(FAMILY, {})
     own = inputs.sections.get(artifact.id, {})
-    return {name: prose(own.get(name, family.get(name, ""))) for name in SECTION_NAMES}
+    # Hand-written text is marked as such, so the card lint can hold it to the card's own verdicts
+    # (`lint_claims.py`): a comment on a line of its own, which the Hub does not show.
+    found = {name: prose(own.get(name, family.get(name, ""))) for name in SECTION_NAMES}
+    return {name: Markdown(f"<!-- hand:begin -->\n{text}\n<!-- hand:end -->") if text else text
+            for name, text in found.items()}

@@ -18,7 +18,8 @@ marks what it claims to have measured, and only that is held to the ledger.
 
 The rules live by family: numbers and serve commands held to the ledger (`lint_numbers.py`), dates
 (`lint_freshness.py`), links (`lint_links.py`), readability and tables (`lint_readability.py`), plots
-(`lint_plots.py`), front matter and what the Hub reads (`lint_metadata.py`); the card as read back is
+(`lint_plots.py`), front matter and what the Hub reads (`lint_metadata.py`), hand-written text against
+the card's own verdicts (`lint_claims.py`); the card as read back is
 `card_text.py`. This module runs them over a family's cards and keeps the template-text check.
 """
 
@@ -32,6 +33,7 @@ from pathlib import Path
 from hfrelease.cards.card_text import MEASURED, CardText, provenance_table, read_cards
 from hfrelease.cards.errors import CardLintError
 from hfrelease.cards.inputs import CardInputs
+from hfrelease.cards.lint_claims import claims
 from hfrelease.cards.lint_freshness import age
 from hfrelease.cards.lint_links import links
 from hfrelease.cards.lint_metadata import front_matter, metadata
@@ -98,6 +100,7 @@ def lint_cards(manifest: Manifest, cards: Iterable[CardText], *, inputs: CardInp
         problems += readability(manifest, card, body)
         problems += plots(manifest, card, body)
         problems += metadata(manifest, card, body)
+        problems += claims(manifest, card, body)
     problems += best_agreement(manifest, cards)
     return problems
 
