@@ -74,8 +74,11 @@ def build_context(
         "sections": _sections(inputs, artifact),
         # Every kind present, None without data: a family whose reference has nothing to compare with (a
         # reference and a draft) has no quality plot, and the template asks for it by name.
-        "plots": {**dict.fromkeys(("load", "acceptance", "quality")), **{p.kind: p.path for p in plots}},
     }
+    # No plot without its table (issue 25): a plot whose section shows no measured table is neither shown nor
+    # written, so plots/ never holds a figure the card's numbers do not back.
+    plots = [p for p in plots if _has_table(context, p.kind)]
+    context["plots"] = {**dict.fromkeys(("load", "acceptance", "quality")), **{p.kind: p.path for p in plots}}
     context["numbers"] = [
         {"id": code_span(r.id), "label": escape_markdown(r.label), "text": Markdown(r.text),
          "records": Markdown(", ".join(code_span(n) for n in r.records))}
@@ -86,6 +89,14 @@ def build_context(
     context["age"] = (None if not age else Markdown(f"on {age[0]}") if age[0] == age[1]
                       else Markdown(f"between {age[0]} and {age[1]}"))
     return context, numbers, plots
+
+
+def _has_table(context: Context, kind: str) -> bool:
+    """Whether the section a plot of `kind` belongs to shows its measured table."""
+    section = context.get(kind)
+    if kind == "quality":
+        return bool(section)
+    return isinstance(section, dict) and bool(section.get("measured"))
 
 
 def _artifact(manifest: Manifest, artifact: Artifact) -> Context:

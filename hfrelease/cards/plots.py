@@ -10,15 +10,24 @@ tables print them, never fractions); series named by their labels and titles, ne
 from zero (a 4 % rise of latency drawn on an 8.50-8.86 ms axis looks like a spike), the delta axis with
 its zero line; this card's artifact highlighted; on a published card, no artifact the release does not
 publish (an unpublished regression fixture would set the scale and squash the published quants).
+
+And it says what the tables say (issue 25): an inter-token latency the load table refuses as bunched
+("n/a (bunched)": tokens delivered in one chunk, `speed_tables._bunched`) is left out of the plot too, a gap,
+not a point; a median of repeats carries the repeats' range as an error bar, as the table prints it in
+brackets; series the tables print identically (at the tables' two decimals) are drawn once, labelled with
+every series they stand for (a draft accepted alike beside three targets is one line, not three on top of
+each other); and a plot is drawn only where its table is (`context.build_context`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hfrelease.cards.measurements import NONE, FamilyMeasurements, SpeedPoint
+from hfrelease.cards.speed_tables import _bunched as bunched  # the load table's own rule, so the two agree
 from hfrelease.manifest import Artifact, Manifest
 
 DESCRIPTION = "hfrelease-plot"  # the PNG text chunk that describes a plot to the lint
@@ -29,7 +38,7 @@ class Series:
     label: str
     xs: tuple[float, ...]
     ys: tuple[float, ...]
-    lows: tuple[float, ...] | None = None  # interval bounds (quality deltas)
+    lows: tuple[float, ...] | None = None  # interval bounds (quality deltas) or the repeats' range (speed)
     highs: tuple[float, ...] | None = None
     highlight: bool = False  # this card's artifact
 
@@ -53,11 +62,14 @@ class PlotData:
     artifacts: tuple[str, ...] = ()  # the artifact ids whose measurements it draws
 
     def description(self) -> str:
-        """What the lint reads back from the PNG: units, labels, zero, highlight, artifacts drawn."""
+        """What the lint reads back from the PNG: units, labels, zero, highlight, artifacts drawn, and each
+        series' values (null where a point is left out) and whether it carries ranges."""
         return json.dumps({
             "kind": self.kind, "artifacts": list(self.artifacts), "zero_based": True,
             "panels": [{"ylabel": p.ylabel, "series": [s.label for s in p.series],
-                        "highlight": [s.label for s in p.series if s.highlight]} for p in self.panels],
+                        "highlight": [s.label for s in p.series if s.highlight],
+                        "values": [[round(y, 4) if math.isfinite(y) else None for y in s.ys] for s in p.series],
+                        "ranges": [s.lows is not None for s in p.series], "style": p.style} for p in self.panels],
         }, sort_keys=True)
 
 
@@ -101,8 +113,8 @@ def _load(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) 
         points.sort(key=lambda p: p.concurrency)
         label = _point_label(manifest, points[0], with_artifact=artifact.kind == "draft")
         xs = tuple(float(p.concurrency) for p in points)
-        throughput.append(Series(label=label, xs=xs, ys=tuple(p.throughput for p in points)))
-        itl.append(Series(label=label, xs=xs, ys=tuple(p.metrics.get("itl_median_ms", float("nan")) for p in points)))
+        throughput.append(_ranged(label, xs, points, "output_throughput", lambda p: p.throughput))
+        itl.append(_ranged(label, xs, points, "itl_median_ms", _itl))
     if not throughput:
         return None
     return PlotData(kind="load", path="plots/load.png", alt="Throughput and inter-token latency against concurrency",
@@ -111,6 +123,69 @@ def _load(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) 
                             Panel(title="Inter-token latency (median)", xlabel="concurrency", ylabel="ITL median ms",
                                   series=tuple(itl))),
                     artifacts=tuple(sorted({k[1] for k in grouped})))
+
+
+def _itl(p: SpeedPoint) -> float:
+    """The median ITL as the load table prints it: NaN (a gap) where absent or bunched ("n/a (bunched)")."""
+    if "itl_median_ms" not in p.metrics or bunched(p, "itl_median_ms"):
+        return float("nan")
+    return p.metrics["itl_median_ms"]
+
+
+def _ranged(label: str, xs: tuple[float, ...], points: list[SpeedPoint], name: str,
+            value: Callable[[SpeedPoint], float]) -> Series:
+    """A speed series whose points carry their repeats' range (`extra.spread`), as the table's brackets do; a
+    point with one repeat, or none recorded, has a bar of zero length."""
+    ys = tuple(value(p) for p in points)
+    ranges = [_spread(p, name) for p in points]
+    if not any(ranges):
+        return Series(label=label, xs=xs, ys=ys)
+    lows = tuple(r[0] if r and math.isfinite(y) else y for r, y in zip(ranges, ys, strict=True))
+    highs = tuple(r[1] if r and math.isfinite(y) else y for r, y in zip(ranges, ys, strict=True))
+    return Series(label=label, xs=xs, ys=ys, lows=lows, highs=highs)
+
+
+def _spread(p: SpeedPoint, name: str) -> tuple[float, float] | None:
+    spread = p.entry.record.extra.get("spread")
+    pair = spread.get(name) if isinstance(spread, dict) else None
+    values = [float(v) for v in pair if isinstance(v, int | float)] if isinstance(pair, list) else []
+    return (min(values), max(values)) if len(values) == 2 else None
+
+
+def collapse(series: list[Series], places: int = 2) -> list[Series]:
+    """Series whose values the tables print alike (rounded to `places`) drawn once, under one label naming
+    them all ("Short chat, draft on A, B and C"); the first's place in the legend is kept."""
+    groups: dict[tuple[tuple[float, ...], tuple[float, ...]], list[Series]] = {}
+    for s in series:
+        key = (s.xs, tuple(round(y, places) if math.isfinite(y) else math.inf for y in s.ys))
+        groups.setdefault(key, []).append(s)
+    merged = []
+    for members in groups.values():
+        first = members[0]
+        if len(members) == 1:
+            merged.append(first)
+            continue
+        merged.append(Series(label=_joined([m.label for m in members]), xs=first.xs, ys=first.ys, lows=first.lows,
+                             highs=first.highs, highlight=any(m.highlight for m in members)))
+    return merged
+
+
+def _joined(labels: list[str]) -> str:
+    """One legend label for series drawn once: "X on A", "X on B" -> "X on A and B" (every workload on every
+    target named: the labels are all such pairs), a few others joined with "; ", many said by their count (the
+    table beside the plot lists each)."""
+    pairs = [label.rpartition(" on ") for label in labels]
+    heads = list(dict.fromkeys(head for head, _, _ in pairs))
+    tails = list(dict.fromkeys(tail for _, _, tail in pairs))
+    if all(sep for _, sep, _ in pairs) and len(heads) * len(tails) == len(labels):
+        return f"{' / '.join(heads)} on {_and(tails)}"
+    if len(labels) <= 3:
+        return "; ".join(labels)
+    return f"{labels[0]} and {len(labels) - 1} more series with the same values (the table lists each)"
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def _acceptance(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) -> PlotData | None:
@@ -126,7 +201,7 @@ def _acceptance(manifest: Manifest, measured: FamilyMeasurements, artifact: Arti
         return None
     return PlotData(kind="acceptance", path="plots/acceptance.png", alt="Acceptance rate by draft position",
                     panels=(Panel(title="Acceptance by draft position (batch-1)", xlabel="draft position",
-                                  ylabel="acceptance rate (accepted / drafts)", series=tuple(series)),),
+                                  ylabel="acceptance rate (accepted / drafts)", series=tuple(collapse(series))),),
                     artifacts=tuple(sorted(drawn)))
 
 
@@ -175,7 +250,9 @@ def draw(plot: PlotData) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(5.2 * len(plot.panels), 3.4), dpi=90, layout="constrained")
+    # A legend under the axes (long labels) needs the height its lines take.
+    lines = sum(len(s.label) // 70 + 1 for p in plot.panels for s in p.series if len(s.label) > 40)
+    figure = Figure(figsize=(5.2 * len(plot.panels), 3.4 + 0.14 * lines), dpi=90, layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots(1, len(plot.panels), squeeze=False)[0]
     for ax, panel in zip(axes, plot.panels, strict=True):
@@ -192,6 +269,12 @@ def draw(plot: PlotData) -> bytes:
                             markersize=7 if s.highlight else 4, elinewidth=2 if s.highlight else 1,
                             alpha=1.0 if s.highlight or not any(t.highlight for t in panel.series) else 0.45,
                             zorder=3 if s.highlight else 2, label=_plain(s.label))
+            elif s.lows is not None and s.highs is not None:
+                # The repeats' range, as the tables print it in brackets; NaN (a bunched ITL) stays a gap.
+                errors = [[max(0.0, y - lo) if math.isfinite(y) else 0.0 for y, lo in zip(s.ys, s.lows, strict=True)],
+                          [max(0.0, hi - y) if math.isfinite(y) else 0.0 for y, hi in zip(s.ys, s.highs, strict=True)]]
+                ax.errorbar(s.xs, s.ys, yerr=errors, marker="o", capsize=3, linewidth=2.2 if s.highlight else 1.5,
+                            label=_plain(s.label))
             else:
                 ax.plot(s.xs, s.ys, marker="o", linewidth=2.2 if s.highlight else 1.5, label=_plain(s.label))
         if panel.style == "interval":
@@ -202,7 +285,8 @@ def draw(plot: PlotData) -> bytes:
             ax.set_ylim(low - pad, high + pad)
         else:
             # Value axes start at zero, so a few percent of change looks like a few percent.
-            ax.set_ylim(bottom=0.0, top=max([1.0, *(v for s in panel.series for v in s.ys if math.isfinite(v))]) * 1.1)
+            tops = (v for s in panel.series for v in (*s.ys, *(s.highs or ())) if math.isfinite(v))
+            ax.set_ylim(bottom=0.0, top=max([1.0, *tops]) * 1.1)
         if panel.xticks is not None:
             ax.set_xticks(range(len(panel.xticks)), [_plain(t) for t in panel.xticks], rotation=20, fontsize=8)
         elif panel.xlabel == "concurrency":
@@ -216,7 +300,15 @@ def draw(plot: PlotData) -> bytes:
         ax.set_xlabel(_plain(panel.xlabel))
         ax.set_ylabel(_plain(panel.ylabel))
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        if max((len(s.label) for s in panel.series), default=0) > 40:
+            # Long labels (series drawn once for several targets) go under the axes, wrapped, not over the lines.
+            import textwrap
+
+            handles, texts = ax.get_legend_handles_labels()
+            ax.legend(handles, [textwrap.fill(t, 70) for t in texts], fontsize=7, loc="upper center",
+                      bbox_to_anchor=(0.5, -0.2))
+        else:
+            ax.legend(fontsize=7)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", metadata={"Software": None, DESCRIPTION: plot.description()})
     return buffer.getvalue()

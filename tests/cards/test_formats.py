@@ -56,7 +56,11 @@ def test_eval_results_only_for_full_benchmarks(nanbeige_cards: dict[str, dict[st
     assert names == [".eval_results/gpqa-diamond.yaml"]
     (entry,) = yaml.safe_load(files[names[0]])
     assert entry["dataset"] == {"id": "Idavidrein/gpqa", "task_id": "diamond"}
-    assert 0 <= entry["value"] <= 100 and entry["source"]["url"].endswith("Nanbeige4.2-3B-FP8-Dynamic")
+    assert 0 <= entry["value"] <= 100
+    # The evidence, not the card: the gate's Every Eval Ever record in the repo at the release tag.
+    prefix = "https://huggingface.co/NullSense/Nanbeige4.2-3B-FP8-Dynamic/blob/v1.3/every_eval_ever/data/gpqa-diamond/"
+    assert entry["source"]["url"].startswith(prefix) and entry["source"]["url"].endswith(".json")
+    assert entry["source"]["url"].split("/blob/v1.3/", 1)[1] in files
 
 
 @pytest.mark.parametrize("family", ["demo", "nanbeige"])
