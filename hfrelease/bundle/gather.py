@@ -170,6 +170,7 @@ def gather(manifest: Manifest, artifact: Artifact, source: Source | None, found:
     for real_path, (repo_path, where) in declared.items():
         found.add(repo_path, real_path, rules.role_of(repo_path), where=where)
     gather_ledger(manifest, artifact, found)
+    _gather_prompts(manifest, found)
     plugin = _plugin(manifest, artifact, found.index)
     if plugin is None:
         return None
@@ -343,6 +344,15 @@ def _gather_rendered(manifest: Manifest, artifact: Artifact, found: Candidates, 
         real = found.judge(path, kind=Kind.RENDERED, name=rel, where=where + rel)
         if real is not None:
             found.add(rel, real, RENDERED.get(rel) or rules.role_of(rel), where=where + rel)
+
+
+def _gather_prompts(manifest: Manifest, found: Candidates) -> None:
+    """The prompt files the speed figures and the fidelity gate used, as prompts/<name> (issue 25, part 6): the
+    card names them by that path, so a reader re-runs a figure with the very prompts it was measured on."""
+    for repo_path, (path, where) in rules.shipped_prompts(manifest).items():
+        real = found.judge(path, kind=Kind.DECLARED, name=repo_path.rsplit("/", 1)[1], where=where)
+        if real is not None:
+            found.add(repo_path, real, "prompts", where=where)
 
 
 def gather_ledger(manifest: Manifest, artifact: Artifact, found: Candidates) -> None:

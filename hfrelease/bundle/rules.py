@@ -85,7 +85,7 @@ def role_of(repo_path: str) -> str:
     name = PurePosixPath(repo_path).name
     first = repo_path.split("/", 1)[0]
     roles = {"plots": "plot", ".eval_results": "eval-results", "vllm_plugin": "plugin", "ledger": "ledger-record",
-             "every_eval_ever": "eval-record"}
+             "every_eval_ever": "eval-record", "prompts": "prompts"}
     if first in roles and "/" in repo_path:
         return roles[first]
     if name.endswith(".safetensors"):
@@ -117,3 +117,23 @@ def shipped_path(manifest: Manifest, artifact: Artifact, relative: str) -> str:
     source = artifact.source.path
     checkpoint = manifest.resolve(source).resolve() if source is not None else None
     return declared_repo_path(relative, (manifest.root / relative).resolve(), checkpoint)
+
+
+PROMPTS_DIR = "prompts"
+
+
+def prompt_repo_path(path: str) -> str:
+    """Where a workload's (or the fidelity gate's) prompt file lives in a published repo: prompts/<name>,
+    so a reader can re-run a card's speed figure with the file it names (issue 25, part 6)."""
+    return f"{PROMPTS_DIR}/{PurePosixPath(path).name}"
+
+
+def shipped_prompts(manifest: Manifest) -> dict[str, tuple[Path, str]]:
+    """The prompt files every published repo of the family ships: repo path -> (file, where the manifest
+    names it); the workloads' and the fidelity gates' prompts, each file once."""
+    shipped: dict[str, tuple[Path, str]] = {}
+    named = [(w.prompts, f"workload[{i}].prompts") for i, w in enumerate(manifest.workload)]
+    named += [(g.fidelity, f"gate[{i}].fidelity") for i, g in enumerate(manifest.gate) if g.fidelity]
+    for relative, where in named:
+        shipped.setdefault(prompt_repo_path(relative), (manifest.root / relative, where))
+    return shipped

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hfrelease.bundle.rules import prompt_repo_path
 from hfrelease.cards.measurements import FamilyMeasurements
 from hfrelease.cards.numbers import DASH, TIMES
+from hfrelease.cards.reproduce import gate_command, workload_command
 from hfrelease.cards.speed_tables import sampling
 from hfrelease.cards.text import Markdown, code_span, escape_markdown
 from hfrelease.cards.view import Context
@@ -22,7 +24,7 @@ from hfrelease.serving.kernels import isa_name
 def benchmark_provenance(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) -> Context:
     """Benchmark provenance as one line per gate and workload (a list never outgrows the card's column,
     where a 13-column table did), and the machines and versions they ran on, each said once."""
-    gates, machines = [], []
+    gates, machines, commands = [], [], []
     hardwares: list[Mapping[str, Any]] = []
     for gate in manifest.gate:
         results = [r for (aid, gid), r in measured.gates.items() if gid == gate.id]
@@ -47,6 +49,10 @@ def benchmark_provenance(manifest: Manifest, measured: FamilyMeasurements, artif
         if gate.description:
             label += f": {escape_markdown(gate.description)}"
         gates.append(Markdown(f"{label}; " + "; ".join(parts)))
+        command = gate_command(manifest, gate, artifact) if artifact.kind != "draft" else None
+        if command is not None:
+            commands.append({"label": Markdown(f"**{escape_markdown(gate.label or gate.id)}** (`lm_eval`)"),
+                             "code": command})
         machines += [(_hardware(r.hardware), _versions(r.versions)) for r in records]
         hardwares += [r.hardware for r in records]
     workloads = []
@@ -55,18 +61,25 @@ def benchmark_provenance(manifest: Manifest, measured: FamilyMeasurements, artif
         if not points:
             continue
         dates = sorted(p.entry.record.started_at[:10] for p in points)
-        text = (f"**{escape_markdown(workload.label or workload.id)}**: prompts {code_span(workload.prompts)}, "
+        prompts = code_span(prompt_repo_path(workload.prompts))
+        text = (f"**{escape_markdown(workload.label or workload.id)}**: prompts {prompts} (in this repo), "
                 + escape_markdown(f"output {'exactly ' if workload.ignore_eos else 'up to '}{workload.output_len} "
                                   f"tokens, thinking {'on' if workload.thinking else 'off'}, {sampling(workload)}, "
                                   f"{workload.repeats} "
                                   f"repeats, concurrency {', '.join(map(str, workload.concurrency))}, configs "
                                   f"{', '.join(workload.speculative)}; measured {_dates(dates)}"))
         workloads.append(Markdown(text))
+        served = artifact if artifact.kind != "draft" or artifact.draft is None else manifest.artifact_by_id(
+            artifact.draft.target)
+        commands.append({"label": Markdown(f"**{escape_markdown(workload.label or workload.id)}** "
+                                           "(`vllm bench serve`, batch 1)"),
+                         "code": workload_command(manifest, workload, served)})
         machines += [(_hardware(p.entry.record.hardware), _versions(p.entry.record.versions)) for p in points]
         hardwares += [p.entry.record.hardware for p in points]
     environments = [escape_markdown(f"{hardware}; {versions}") for hardware, versions in dict.fromkeys(machines)]
     kernels = any("vllm_kernels" in hardware for hardware in hardwares)
-    return {"gates": gates, "workloads": workloads, "environments": environments, "cpu_kernels": kernels}
+    return {"gates": gates, "workloads": workloads, "environments": environments, "cpu_kernels": kernels,
+            "commands": commands}
 
 
 def _seeds(gate: Gate) -> str:

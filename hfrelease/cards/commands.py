@@ -30,19 +30,30 @@ def public_command(manifest: Manifest, artifact: Artifact, spec_id: str) -> Serv
 
 
 def shell_lines(command: ServeCommand) -> str:
-    """`command.display()` folded before each option, the way people paste serve commands."""
+    """`command.display()` folded before `vllm` and each option (one flag per line, issue 25)."""
     import shlex
 
     words = shlex.split(command.display())
     lines: list[str] = []
     current: list[str] = []
     for word in words:
-        if (word.startswith("--") and current and current[0] != "vllm") or (word == "vllm" and current):
-            lines.append(" ".join(shlex.quote(w) for w in current))
+        if (word.startswith("--") and current) or (word == "vllm" and current):
+            lines.append(_join(current))
             current = []
         current.append(word)
-    lines.append(" ".join(shlex.quote(w) for w in current))
+    lines.append(_join(current))
     return " \\\n  ".join(lines)
+
+
+def _join(words: list[str]) -> str:
+    """One line of a folded command; a long JSON value spread one key per line (`reproduce.quote_word`), so no
+    line outgrows the Hub's card column (a draft's --speculative-config was 2,403 px wide in a 730 px one)."""
+    from hfrelease.cards.reproduce import quote_word
+
+    line = ""
+    for word in words:
+        line += (" " if line else "") + quote_word(word, indent=" " * (len(line) + 4))
+    return line
 
 
 def serving_context(manifest: Manifest, measured: FamilyMeasurements, artifact: Artifact) -> Context:
@@ -86,7 +97,10 @@ def serving_context(manifest: Manifest, measured: FamilyMeasurements, artifact: 
         folder = server.repo.split("/")[1]
         plugin = code_block(f"hf download {server.repo} --local-dir {folder}\n"
                             f"pip install --no-deps ./{folder}/vllm_plugin", language="bash")
-    return {"plugin": plugin, "commands": commands, "server": link(server.title or server.repo, hub_url(server.repo))}
+    from hfrelease.cards.reproduce import hardware_line
+
+    return {"plugin": plugin, "commands": commands, "server": link(server.title or server.repo, hub_url(server.repo)),
+            "hardware": hardware_line(manifest, server)}
 
 
 def recorded_commands(measured: FamilyMeasurements, artifact_id: str, spec_id: str) -> set[str]:

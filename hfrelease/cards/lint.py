@@ -118,6 +118,8 @@ def check_cards(manifest: Manifest, *, inputs: CardInputs | None = None, family_
 def _placeholders(body: str) -> list[str]:
     # A BibTeX block braces an organisation's name twice ({{hfrelease developers}}): BibTeX, not a template.
     body = re.sub(r"^(`{3,})bibtex\n.*?^\1$", "", body, flags=re.S | re.M)
+    # `vllm bench serve --request-rate inf` (all requests at once) is vLLM's own spelling, not a Python leftover.
+    body = body.replace("--request-rate inf", "--request-rate")
     return [m.group(0) for m in PLACEHOLDER.finditer(body)]
 
 

@@ -65,13 +65,15 @@ def serve_commands(manifest: Manifest, card: CardText, body: str, inputs: CardIn
     """Problems with the serve commands a card prints: each must be a recorded measurement's command."""
     import shlex
 
+    from hfrelease.cards.reproduce import unfold
+
     artifact = manifest.artifact_by_id(card.artifact_id)
     server = artifact.draft.target if artifact.draft is not None else artifact.id
     recorded = {tuple(shlex.split(e.record.serve.display)) for e in inputs.records if e.record.artifact_id == server}
     problems = []
     for _, block in SERVE.findall(body):
         try:
-            words = tuple(shlex.split(block.replace("\\\n", " ")))
+            words = tuple(unfold(block))
         except ValueError as exc:
             problems.append(f"{card.path}: a serve command does not parse as a shell command ({exc})")
             continue

@@ -30,7 +30,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 REQUIRED = os.environ.get("HFRELEASE_REQUIRE_CHROMIUM") == "1"
 HUB_TOKEN = "hf_previewtest_0123456789abcdef"
 
-_MEASURE = """() => {
+_MEASURE = r"""() => {
   const column = document.querySelector('article.card').getBoundingClientRect();
   const tables = [...document.querySelectorAll('article.card table')].map(t => {
     const r = t.getBoundingClientRect();
@@ -39,7 +39,20 @@ _MEASURE = """() => {
   const images = [...document.images].map(
     i => ({src: i.getAttribute('src'), loaded: i.complete && i.naturalWidth > 0}));
   const links = [...document.querySelectorAll('a[href]')].map(a => ({href: a.href, raw: a.getAttribute('href')}));
-  return {top: column.top + window.scrollY, right: column.right, width: column.width, tables, images, links};
+  // Issue 25: every block fits the column without scrolling sideways; the choice table is in the first screen.
+  const blocks = [...document.querySelectorAll('article.card pre, article.card p')].map(
+    b => ({over: b.scrollWidth - b.clientWidth, right: b.getBoundingClientRect().right, tag: b.tagName,
+           head: b.innerText.slice(0, 60)}));
+  const heading = [...document.querySelectorAll('article.card h2')].find(
+    h => /^(Which artifact should I choose\?|The family)$/.test(h.textContent.trim()));
+  let choose = null;
+  for (let e = heading && heading.nextElementSibling; e && e.tagName !== 'H2'; e = e.nextElementSibling) {
+    const table = e.tagName === 'TABLE' ? e : e.querySelector('table');
+    if (table) { const rows = table.querySelectorAll('tr'); choose = rows[Math.min(1, rows.length - 1)]
+      .getBoundingClientRect().bottom + window.scrollY; break; }
+  }
+  return {top: column.top + window.scrollY, right: column.right, width: column.width, tables, images, links,
+          blocks, choose, screen: window.innerHeight};
 }"""
 
 
@@ -95,6 +108,15 @@ def inspect_pages(context: Any, base: str, pages: dict[str, str], shots: Path) -
                 if table["right"] > found["right"] + 0.5:
                     problems.append(f"{name}: table {table['head']!r} is {table['width']:.0f} px wide, overflowing "
                                     f"the {CARD_COLUMN_PX} px card column")
+            for block in found["blocks"]:
+                if block["over"] > 0 or block["right"] > found["right"] + 0.5:
+                    problems.append(f"{name}: a {block['tag'].lower()} block {block['head']!r} is wider than the "
+                                    f"{CARD_COLUMN_PX} px card column (by {block['over']} px)")
+            if found["choose"] is None:
+                problems.append(f"{name}: no choice table")
+            elif found["choose"] > found["screen"]:
+                problems.append(f"{name}: the choice table's first row ends {found['choose']:.0f} px down, below the "
+                                f"first screen ({found['screen']} px at {VIEWPORT_PX} px wide)")
             for image in found["images"]:
                 if not image["loaded"]:
                     problems.append(f"{name}: image {image['src']} does not load")
@@ -132,6 +154,21 @@ def test_demo_cards_fit_load_and_link(browser: Any, repo_root: Path, tmp_path: P
     """The committed demo cards: no table overflows the 730 px column, every image loads, every link resolves."""
     site = _site(repo_root / "model_cards" / "demo", tmp_path / "site")
     assert inspect_site(browser, site, tmp_path) == []
+
+
+def test_a_long_command_and_a_late_choice_table_are_caught(browser: Any, repo_root: Path, tmp_path: Path) -> None:
+    """A code line wider than the column and a choice table pushed below the first screen each fail."""
+    family = tmp_path / "demo"
+    shutil.copytree(repo_root / "model_cards" / "demo", family, ignore=shutil.ignore_patterns("results"))
+    card = family / "w8a8-int8" / "README.md"
+    text = card.read_text(encoding="utf-8")
+    late = "\n\n".join(["A paragraph of hand-written text before the choice."] * 30)
+    text = text.replace("## Which artifact should I choose?", late + "\n\n## Which artifact should I choose?", 1)
+    card.write_text(text + "\n```bash\nvllm serve " + "--a-very-long-flag=value " * 12 + "\n```\n", encoding="utf-8")
+    problems = inspect_site(browser, _site(family, tmp_path / "site"), tmp_path)
+    assert [p.split(":")[0] for p in problems] == ["w8a8-int8"] * 2, problems
+    assert "wider than the 730 px card column" in problems[0]
+    assert "below the first screen" in problems[1]
 
 
 def test_planted_defects_are_caught(browser: Any, repo_root: Path, tmp_path: Path) -> None:
