@@ -299,10 +299,7 @@ class SpeedSession:
 def _without_port(argv: Sequence[str]) -> list[str]:
     """`argv` with the value of `--port` blanked: two servers of one configuration differ only there."""
     words = list(argv)
-    for i, word in enumerate(words[:-1]):
-        if word == "--port":
-            words[i + 1] = "*"
-    return words
+    return [("*" if i > 0 and words[i - 1] == "--port" else word) for i, word in enumerate(words)]
 
 
 def _rows(plan: SpeedPlan, measured: Mapping[str, LedgerRecord]) -> list[SpeedRow]:
