@@ -56,10 +56,11 @@ def unfold(text: str) -> list[str]:
     words = shlex.split(text.replace("\\\n", " "))
     out = []
     for word in words:
+        compact = word
         if word.startswith("{") and "\n" in word:
             with contextlib.suppress(ValueError):
-                word = json.dumps(json.loads(word), separators=(",", ":"), ensure_ascii=False)
-        out.append(word)
+                compact = json.dumps(json.loads(word), separators=(",", ":"), ensure_ascii=False)
+        out.append(compact)
     return out
 
 
