@@ -24,6 +24,7 @@ from hfrelease.cards.inputs import CardInputs
 from hfrelease.cards.measurements import FamilyMeasurements, measure_family
 from hfrelease.cards.numbers import NumberRow
 from hfrelease.cards.plots import PlotData, draw
+from hfrelease.cards.template_bounds import render_bounded
 from hfrelease.cards.view import Context
 from hfrelease.manifest import Artifact
 
@@ -103,7 +104,7 @@ def render_body(environment: SandboxedEnvironment, kind: str, context: Context) 
     """The Markdown body for a card kind; a value the context lacks is a `CardError` naming it."""
     name = f"{kind}.md.j2"
     try:
-        body = environment.get_template(name).render(context)
+        body = render_bounded(environment.get_template(name), context)
     except UndefinedError as exc:
         raise CardError(f"card template for {kind!r} artifacts needs a value the context lacks: {exc.message}",
                         hint="A family template override may use a name hfrelease does not provide; "
