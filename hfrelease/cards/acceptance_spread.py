@@ -40,25 +40,28 @@ def with_interval(numbers: NumberRegistry, p: SpeedPoint, name: str, value: Mark
     pair = _interval(p, name)
     if pair is None:
         return value
-    text = f"{fixed(pair[0], 2)}{DASH}{fixed(pair[1], 2)}"
-    shown = numbers.add(
-        f"{_point_id(p)}.{name}.prompts95", f"95 % interval over prompts of the {label}, {_where(p)}", text, [p.entry]
-    )
-    return Markdown(f"{value} ({shown})")
+    # Each bound registered on its own: the card lint traces every number of a measured block to one entry.
+    low, high = (numbers.add(f"{_point_id(p)}.{name}.prompts95.{side}",
+                             f"95 % interval over prompts of the {label}, {side} bound, {_where(p)}",
+                             fixed(bound, 2), [p.entry])
+                 for side, bound in (("low", pair[0]), ("high", pair[1])))
+    return Markdown(f"{value} ({low}{DASH}{high})")
 
 
 def prompt_spread(numbers: NumberRegistry, p: SpeedPoint) -> Markdown:
-    """Per-prompt acceptance rates: lowest, median and highest, over how many prompts."""
+    """Per-prompt acceptance rates: lowest, median and highest, over how many prompts (each figure registered
+    on its own: the card lint traces every number of a measured block to one provenance entry)."""
     requests = p.entry.record.extra.get("requests")
     rates = request_rates([r for r in requests if isinstance(r, dict)]) if isinstance(requests, list) else []
     if not rates:
         return Markdown(NOT_KEPT)
-    text = (
-        f"{fixed(min(rates), 2)} / {fixed(statistics.median(rates), 2)} / {fixed(max(rates), 2)} ({len(rates)} prompts)"
-    )
-    return numbers.add(
-        f"{_point_id(p)}.prompt_rates", f"per-prompt acceptance min / median / max, {_where(p)}", text, [p.entry]
-    )
+    where, pid = _where(p), _point_id(p)
+    low, mid, high = (numbers.add(f"{pid}.prompt_rates.{name}", f"per-prompt acceptance rate, {name}, {where}",
+                                  fixed(value, 2), [p.entry])
+                      for name, value in (("min", min(rates)), ("median", statistics.median(rates)),
+                                          ("max", max(rates))))
+    count = numbers.add(f"{pid}.prompt_count", f"prompts sent alone, {where}", str(len(rates)), [p.entry])
+    return Markdown(f"{low} / {mid} / {high} ({count} prompts)")
 
 
 def identical_outputs(numbers: NumberRegistry, p: SpeedPoint) -> Markdown:
@@ -68,15 +71,18 @@ def identical_outputs(numbers: NumberRegistry, p: SpeedPoint) -> Markdown:
     if not isinstance(found, dict):
         return Markdown("not compared")
     identical, prompts, first = found.get("identical"), found.get("prompts"), found.get("first_difference")
-    text = f"{identical} of {prompts} prompts"
-    if isinstance(first, list) and first:
-        text += f" (others differ from token {min(v for v in first if isinstance(v, int))})"
-    return numbers.add(
-        f"{_point_id(p)}.identical_outputs",
-        f"prompts whose output tokens equal no speculation's, {_where(p)}",
-        text,
-        [p.entry],
-    )
+    where, pid = _where(p), _point_id(p)
+    same = numbers.add(f"{pid}.identical_outputs", f"prompts whose output tokens equal no speculation's, {where}",
+                       str(identical), [p.entry])
+    total = numbers.add(f"{pid}.compared_prompts", f"prompts compared with no speculation's outputs, {where}",
+                        str(prompts), [p.entry])
+    text = f"{same} of {total} prompts"
+    positions = [v for v in first if isinstance(v, int)] if isinstance(first, list) else []
+    if positions:
+        at = numbers.add(f"{pid}.first_difference", f"first output token that differs, earliest, {where}",
+                         str(min(positions)), [p.entry])
+        text += f" (others differ from token {at})"
+    return Markdown(text)
 
 
 def identical_share(
@@ -96,13 +102,12 @@ def identical_share(
             entries.append(p.entry)
     if not prompts:
         return None
-    shown = numbers.add(
-        f"draft.{draft_id}.identical_outputs",
-        f"prompts whose output tokens with {draft_id} equal {target}'s alone at temperature 0",
-        f"{identical} of {prompts}",
-        entries,
-    )
-    return shown, workloads
+    label = f"with {draft_id} equal {target}'s alone at temperature 0"
+    same_shown = numbers.add(f"draft.{draft_id}.identical_outputs", f"prompts whose output tokens {label}",
+                             str(identical), entries)
+    total_shown = numbers.add(f"draft.{draft_id}.compared_prompts", f"prompts compared, outputs {label}",
+                              str(prompts), entries)
+    return Markdown(f"{same_shown} of {total_shown}"), workloads
 
 
 def outputs_sentence(numbers: NumberRegistry, draft_id: str, points: Iterable[SpeedPoint], target: str) -> Markdown:

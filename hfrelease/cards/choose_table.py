@@ -122,7 +122,7 @@ class ChooseTable(Summary):
             point = self.speed.best(other.id, workload.id)
         if point is None:
             return Markdown("not measured")
-        text = str(self.speed.tps(point))
+        text = str(self.speed.tps(point, in_table=True))
         if point.speculative != NONE:
             text += f" {code_span(point.speculative)}"
         return Markdown(text)
@@ -138,7 +138,9 @@ class ChooseTable(Summary):
             return Markdown("not published")
         if other.kind == "draft":
             return self._draft_when(other)
-        dominated = f"dominated by {escape_markdown(beaten.repo.split('/')[1])}" if beaten is not None else None
+        # By the artifact's id, not its repo name: a repo name (Nanbeige4.2-3B-NVFP4-FP8-LoopShield) made the
+        # table wider than the card's column.
+        dominated = f"dominated by {escape_markdown(beaten.id)}" if beaten is not None else None
         if other.kind == "reference":
             return Markdown("the original weights")
         level = self._quality_level(other)

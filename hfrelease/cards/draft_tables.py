@@ -175,7 +175,7 @@ class DraftTables:
         """The choose table's quality cell of a draft: its measured share of unchanged outputs."""
         found = identical_share(self.numbers, artifact.id, *self._on_target(artifact)) if artifact.draft else None
         if found is None:
-            return Markdown("outputs not compared with its target's")
+            return Markdown("outputs not compared")
         return Markdown(f"outputs = its target's on {found[0]} prompts")
 
     def serving_acceptance(self, artifact: Artifact) -> list[tuple[Markdown, list[tuple[int, Markdown]]]]:

@@ -16,6 +16,10 @@ from hfrelease.cards.view import CardView, Context
 from hfrelease.manifest import Artifact, Workload
 from hfrelease.speed.records import short_outputs
 
+# A table's tok/s whose outputs ended far before output_len (`hfrelease.speed.records.short_outputs`): the
+# templates explain the mark under the table (partials/short_outputs.md.j2).
+SHORT_MARK = "\u2020"
+
 
 class SpeedTables:
     """The speed figures of a card; each number is registered as it is formatted."""
@@ -177,15 +181,19 @@ class SpeedTables:
         repeats = p.entry.record.extra.get("repeats")
         return repeats if isinstance(repeats, int) and not isinstance(repeats, bool) else None
 
-    def tps(self, p: SpeedPoint) -> Markdown:
+    def tps(self, p: SpeedPoint, *, in_table: bool = False) -> Markdown:
         """Output tok/s, the median over repeats with the range of the repeats: "790.2 (658.8-796.8)"; labelled
-        when the outputs ended far before output_len, where the figure is mostly time to first token."""
+        when the outputs ended far before output_len, where the figure is mostly time to first token. In a table
+        the label is the mark `SHORT_MARK`, explained under the table: said in the cell, it made
+        the table wider than the card's column."""
         cell = self._tps(p)
         mean = p.entry.record.extra.get("mean_output_tokens")
         if short_outputs(p.entry.record) is None or not isinstance(mean, int | float):
             return cell
         tokens = self.numbers.add(f"{self.point_id(p)}.mean_output_tokens", "output tokens per request (mean), "
                                   f"{self._point_label(p)}", fixed(mean, 1), [p.entry])
+        if in_table:
+            return Markdown(f"{cell}{SHORT_MARK}")
         return Markdown(f"{cell}, short outputs: {tokens} tokens per answer, mostly time to first token")
 
     def _tps(self, p: SpeedPoint) -> Markdown:
@@ -243,7 +251,7 @@ class SpeedTables:
     def _speed_row(self, p: SpeedPoint, verdict: BestVerdict | None) -> Context:
         best = verdict.point if verdict is not None else None
         return {"config": code_span(p.speculative), "artifact": escape_markdown(p.artifact_id),
-                "tps": self.tps(p), "speedup": self.speedup(p),
+                "tps": self.tps(p, in_table=True), "speedup": self.speedup(p),
                 "itl": self.latency(p, "itl_median_ms", 2, "ITL median ms"),
                 "ttft": self.latency(p, "ttft_median_ms", 1, "TTFT median ms"),
                 "mal": self.metric(p, "spec_mean_acceptance_length", 2, "mean acceptance length"),

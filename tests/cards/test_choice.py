@@ -86,7 +86,7 @@ def test_the_committed_demo_cards_rank_and_advise() -> None:
     rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
     names = [re.search(r"\[([^\]]+)\]", row).group(1) for row in rows]  # type: ignore[union-attr]
     assert names == ["tiny-reference", "tiny-W8A8-int8", "tiny-FP8-Dynamic", "tiny-draft"]
-    assert rows[2].endswith("| dominated by tiny-W8A8-int8 |")
+    assert rows[2].endswith("| dominated by w8a8-int8 |")
     assert "| slower than its target alone |" in rows[3]
     opening = text.split("<!-- measured:begin -->\n", 1)[1].split("<!-- measured:end -->", 1)[0]
     assert "tiny-W8A8-int8 is at least as good on every column" in opening

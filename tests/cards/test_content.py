@@ -11,6 +11,8 @@ from card_fixtures import nanbeige_inputs
 
 from hfrelease.cards import CardError, CardInputs, MissingMeasurementError, render_family
 from hfrelease.cards.environment import card_environment
+from hfrelease.cards.lint_numbers import SERVE
+from hfrelease.cards.reproduce import unfold
 from hfrelease.manifest import Manifest
 
 # The section headings of the two hand-written seed cards (tests' specification of a card).
@@ -62,8 +64,10 @@ def test_serving_command_is_the_measured_configuration(nanbeige: CardInputs) -> 
     readme = render_family(nanbeige, plots=False, artifacts=["fp8-dynamic"]).cards[0].readme
     assert "pip install --no-deps ./Nanbeige4.2-3B-FP8-Dynamic/vllm_plugin" in readme
     assert "VLLM_ATTENTION_BACKEND=TRITON_ATTN" in readme
-    assert ("--speculative-config '{\"method\":\"eagle3\",\"num_speculative_tokens\":3,"
-            "\"model\":\"NullSense/Nanbeige4.2-3B-EAGLE3\"}'") in readme
+    # The card folds a command one flag per line and a JSON value one key per line; unfolded, it is the argv.
+    commands = [unfold(block) for _, block in SERVE.findall(readme)]
+    speculative = '{"method":"eagle3","num_speculative_tokens":3,"model":"NullSense/Nanbeige4.2-3B-EAGLE3"}'
+    assert any(argv[i:i + 2] == ["--speculative-config", speculative] for argv in commands for i in range(len(argv)))
     assert "hf download NullSense/Nanbeige4.2-3B-FP8-Dynamic --local-dir Nanbeige4.2-3B-FP8-Dynamic" in readme
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -50,7 +51,9 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
 
 
 def test_cli_render_then_check_cards(nanbeige_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`hfrelease render` writes five cards that `hfrelease check --cards` accepts; --diff then shows nothing."""
+    """`hfrelease render` writes five cards; `hfrelease check --cards` finds in them exactly what is wrong with
+    them: in this synthetic ledger the FP8 quant fails BBH, and the flagship's hand-written FP8 summary (the
+    seed's words) claims no measurable loss and recommends it (issue 25); --diff then shows nothing."""
     assert run(["render", str(nanbeige_dir)], capsys)[0] == 0
     for artifact in ("bf16", "fp8-dynamic", "nvfp4-fp8-loopshield", "nvfp4a16", "eagle3"):
         assert (nanbeige_dir / artifact / "README.md").is_file()
@@ -59,7 +62,11 @@ def test_cli_render_then_check_cards(nanbeige_dir: Path, capsys: pytest.CaptureF
     assert (nanbeige_dir / "fp8-dynamic" / "plots" / "load.png").is_file()
     assert (nanbeige_dir / "eagle3" / "plots" / "acceptance.png").is_file()
     code, output = run(["check", "--cards", "--json", str(nanbeige_dir)], capsys)
-    assert code == 0, output
+    problems = json.loads(output[:output.rindex("}") + 1])["cards"]["problems"]
+    assert code == 3 and len(problems) == 2, output
+    assert all("fp8-dynamic/README.md: hand-written text claims" in p and "fails BBH" in p for p in problems)
+    assert {"'no measurable quality loss'", "'is the recommended'"} == {p.split(" claims ")[1].split(" (")[0]
+                                                                       for p in problems}
     code, output = run(["render", "--diff", str(nanbeige_dir)], capsys)
     assert code == 0 and "+++" not in output and "0 files would change" in output
 

@@ -166,4 +166,4 @@ def test_the_preset_table_is_compressed_tensors_own() -> None:
 
     found = {name: _shape(quant_scheme.preset_name_to_scheme(name, ["Linear"]).model_dump())
              for name in quant_scheme.PRESET_SCHEMES}
-    assert PRESETS == found
+    assert found == PRESETS
