@@ -23,10 +23,11 @@ ROOT = Path(__file__).resolve().parents[2]
 GATED = ("reference", "fp8-dynamic")
 ARTIFACTS = (*GATED, "draft")
 GATES = ("arith-nothink", "mc")
-# The demo's tasks are not Hub Benchmarks, so its cards have no `.eval_results/`. For the artifact handoff to
-# be tested with one, the multiple-choice gate runs a copy of its task under a name the cards map to a
-# registered benchmark (`cards.frontmatter.BENCHMARKS`), on all of its 100 items (only a full run is written).
-BENCHMARK_TASK = "gpqa_diamond_demo_mc"
+# The demo's tasks load no Hub Benchmark's dataset, so its cards have no `.eval_results/` (benchmarks are mapped
+# by exact lm-eval task name: `cards.frontmatter.BENCHMARKS`). The artifact handoff of nested card folders is
+# tested with the gates' Every Eval Ever records instead (`every_eval_ever/data/<gate>/...`): the
+# multiple-choice gate runs a copy of its task on all of its 100 items.
+BENCHMARK_TASK = "demo_mc_full"
 REPOS = {"reference": "hfrelease-demo/tiny-reference", "fp8-dynamic": "hfrelease-demo/tiny-FP8-Dynamic",
          "draft": "hfrelease-demo/tiny-draft"}
 
@@ -131,8 +132,9 @@ def test_the_demo_family_is_released_through_its_workflow_file(repository: Path,
             card_files = {p.relative_to(rendered / artifact).as_posix()
                           for p in (rendered / artifact).rglob("*") if p.is_file()}
             assert "README.md" in card_files
-            if artifact == "fp8-dynamic":  # a published quant with a full benchmark run
-                assert ".eval_results/mc.yaml" in card_files
+            if artifact == "fp8-dynamic":  # a published quant: its gates' records, in nested folders
+                assert any(f.startswith("every_eval_ever/data/mc/") for f in card_files), card_files
+                assert not any(f.startswith(".eval_results/") for f in card_files)  # no registered benchmark
             published = set(api.list_repo_files(repo, revision="v0.1"))
             assert card_files <= published, (repo, card_files - published)
         # The draft's repo ships its declared training provenance, speculators' per-epoch layout kept.
