@@ -17,6 +17,7 @@ from hfrelease.bundle.allowlist import Kind, Problem, Tree, admit
 from hfrelease.bundle.checksums import MANIFEST_NAME
 from hfrelease.errors import ConfigProblem
 from hfrelease.hashing import FileHash
+from hfrelease.ledger.record import RAW_KEYS
 from hfrelease.manifest import Artifact, Manifest
 
 RESERVED = (MANIFEST_NAME, ".gitattributes")  # the Hub's .gitattributes stays as the repo has it
@@ -28,7 +29,8 @@ NESTED_DIRS = {"every_eval_ever"}
 PLUGIN_PREFIX = "vllm_plugin/"
 LEDGER_PREFIX = "ledger/"
 SAMPLES_SUFFIX = ".samples.jsonl.gz"
-REPEATS_SUFFIX = ".bench.jsonl"
+# Every raw file type a record may name (hfrelease.ledger.record.RAW_KEYS): each ships beside its record.
+RAW_SUFFIXES = tuple(f".{kind}" for kind in RAW_KEYS.values())
 SourceFetcher = Callable[[str, str], Path]  # (repo id, revision) -> local snapshot directory
 
 
@@ -421,7 +423,7 @@ def _gather_records(manifest: Manifest, artifact_id: str, found: Candidates, *, 
             continue  # an interrupted atomic write leaves a hidden temp file
         if path.is_dir() and not path.is_symlink():
             continue
-        shipped = path.name.endswith((".json", SAMPLES_SUFFIX, REPEATS_SUFFIX))
+        shipped = path.name.endswith((".json", SAMPLES_SUFFIX, *RAW_SUFFIXES))
         if only is not None and path.name.endswith(".json") and path.name not in only:
             continue
         if not shipped:  # raw benchmark files stay local, but are read by cards: no link out either
@@ -442,11 +444,14 @@ def _gather_records(manifest: Manifest, artifact_id: str, found: Candidates, *, 
     present = {name for name, _ in candidates}
     for record in records:
         ledger.load_samples(record)  # verifies the samples file's sha256 against the record
-        for key, name in raw_files(record):
-            if key == "raw" and name in present:
+        # Every raw file a record names ships with it (the benchmark's repeats, the /metrics scrapes, the
+        # per-request outcomes, the fidelity gate's responses): `compare` from release tags re-derives its
+        # intervals from them and refuses a side whose files are missing (hfrelease.compare.sides).
+        for _, name in raw_files(record):
+            if name in present:
                 named.add(name)
                 ledger.raw_bytes(record, name)  # verifies the file against the sha256 in its name
-    left = [name for name, _ in candidates if name.endswith((SAMPLES_SUFFIX, REPEATS_SUFFIX)) and name not in named]
+    left = [name for name, _ in candidates if name.endswith((SAMPLES_SUFFIX, *RAW_SUFFIXES)) and name not in named]
     if left and only is None:
         found.notes.append(f"samples or repeats files no record in {directory} names, not published: "
                            f"{', '.join(left)}")

@@ -8,8 +8,9 @@ Where an artifact's files come from:
     artifact.files                      declared extras (train_command.txt, val_metrics.json, ...)
     [serve].plugin                      the vLLM plugin package, as vllm_plugin/ (checked: it installs
                                         and registers with vLLM)
-    <family>/results/<artifact-id>/     the ledger records behind the card, their samples files and a speed
-                                        record's raw repeats (*.bench.jsonl), as ledger/
+    <family>/results/<artifact-id>/     the ledger records behind the card, their samples files and every
+                                        raw file a record names (*.bench.jsonl, *.metrics.txt,
+                                        *.requests.jsonl, *.fidelity.jsonl), as ledger/
     MANIFEST                            sha256 and size of all of the above
 
 Every file, wherever it comes from, goes through one allowlist (`allowlist.admit`): it resolves inside

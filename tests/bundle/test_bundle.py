@@ -169,7 +169,7 @@ def test_ledger_records_ship_under_ledger(family: Path) -> None:
 
 def test_raw_repeats_a_speed_record_names_ship_beside_it(family: Path, tmp_path: Path) -> None:
     """Each `vllm bench serve` repeat a speed record names ships as ledger/<name> with its bytes and MANIFEST line;
-    a repeats file no record names, and the /metrics snapshots, stay local."""
+    a repeats file or a /metrics snapshot no record names stays local."""
     from hfrelease.ledger.store import Ledger
     from tests.ledger_pairs import write_speed
 
@@ -190,6 +190,35 @@ def test_raw_repeats_a_speed_record_names_ship_beside_it(family: Path, tmp_path:
     [written, _] = write_bundle(_bundle(family), tmp_path / "out")
     listed = {line.split()[-1] for line in (written / MANIFEST_NAME).read_text().splitlines() if line.strip()}
     assert {f"ledger/{n}" for n in repeats} <= listed
+
+
+def test_every_raw_file_a_record_names_ships_beside_it(family: Path) -> None:
+    """The /metrics snapshot and per-request outcomes a speed record names ship with it (compare from a release
+    tag refuses a side whose records name files it lacks); one no record names stays local."""
+    import hashlib
+
+    from hfrelease.ledger.store import Ledger
+    from tests.ledger_pairs import write_speed
+
+    ledger = Ledger(family / "results")
+    record = write_speed(ledger, family="tiny", artifact="q0", draft="q1", throughputs=(100.0, 104.0, 98.0),
+                         acceptances=(0.4, 0.41, 0.39))
+    results = family / "results" / "q0"
+    named: dict[str, str] = {}
+    for key, kind, text in (("metrics_raw", "metrics.txt", "vllm:num_drafts 1\n"),
+                            ("requests_raw", "requests.jsonl", '{"prompt": 0}\n')):
+        name = f"speed-chat-{record.input_key[:12]}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.{kind}"
+        (results / name).write_text(text)
+        named[key] = name
+    for path in results.glob("speed-*.json"):
+        path.unlink()
+    ledger.write(record.model_copy(update={"extra": {**record.extra, **{k: [n] for k, n in named.items()}}}))
+    (results / "speed-chat-000000000000-222222222222.metrics.txt").write_text("vllm:num_drafts 2\n")
+    repo = _bundle(family).repos[0]
+    shipped = {f.path for f in repo.files if f.path.startswith("ledger/")}
+    assert {f"ledger/{n}" for n in named.values()} <= shipped
+    assert "ledger/speed-chat-000000000000-222222222222.metrics.txt" not in shipped
+    assert any("speed-chat-000000000000-222222222222.metrics.txt" in note for note in repo.notes)
 
 
 def test_a_repeats_file_that_is_not_the_measured_one_stops_the_bundle(family: Path) -> None:
