@@ -294,7 +294,7 @@ class SpeedTables:
             for (artifact_id, spec), series in by_config.items():
                 if len({p.concurrency for p in series}) < 2:
                     continue
-                rows = [{"concurrency": Markdown(str(p.concurrency)), "tps": self.tps(p),
+                rows = [{"concurrency": Markdown(str(p.concurrency)), "tps": self.tps(p, in_table=True),
                          "itl": self.latency(p, "itl_median_ms", 2, "ITL median ms"),
                          "itl_p90": self.latency(p, "itl_p90_ms", 2, "ITL p90 ms"),
                          "ttft": self.latency(p, "ttft_median_ms", 1, "TTFT median ms"),
@@ -324,7 +324,7 @@ class SpeedTables:
             # No speculation first, the baseline the others' speedups are over.
             for (artifact_id, spec), series in sorted(by_config.items(), key=lambda kv: (kv[0][0], kv[0][1] != NONE,
                                                                                        kv[0][1])):
-                rows = [{"input_len": Markdown(str(p.input_len)), "tps": self.tps(p),
+                rows = [{"input_len": Markdown(str(p.input_len)), "tps": self.tps(p, in_table=True),
                          "ttft": self.latency(p, "ttft_median_ms", 1, "TTFT median ms"),
                          "tpot": self.latency(p, "tpot_median_ms", 2, "TPOT median ms"),
                          "acceptance": self.metric(p, "spec_acceptance_rate", 2, "acceptance rate"),
