@@ -6,8 +6,12 @@ overrides any client default: only downloads are bounded (HF_HUB_ETAG_TIMEOUT, H
 A Hub that accepts the connection and never answers hung `publish` for good. So hfrelease installs a
 client (`huggingface_hub.set_client_factory`) that gives every request without a bound a connect timeout
 and a read timeout (the longest silence between two bytes, so a large upload that keeps moving is never
-cut), and retries idempotent requests (GET, HEAD) after a timeout or a dropped connection. Other requests
-(a commit) are never sent twice: a lost reply to one is read back from the Hub by the publish code.
+cut), and retries idempotent requests (GET, HEAD) after a timeout, a dropped connection, or an answer of
+408, 429 or 5xx (the statuses huggingface_hub's own `http_backoff` retries, waiting what a `Retry-After`
+asks, up to `MAX_PAUSE`). huggingface_hub retries those answers only for a file's download: HfApi's reads
+(repo_info, list_repo_tree, list_repo_refs: the publish plan's, verify's and the preflight's) raised the
+first 429 or 503. Other requests (a commit) are never sent twice: a lost reply to one is read back from the
+Hub by the publish code.
 
 `HFRELEASE_HUB_TIMEOUT` (seconds) sets the read timeout; a Hub that does not answer at all costs at most
 `ATTEMPTS` times it, plus the pauses between attempts. What the final timeout means to the user (exit 7)
@@ -32,7 +36,10 @@ TIMEOUT_VARIABLE = "HFRELEASE_HUB_TIMEOUT"
 READ_SECONDS = 30.0
 CONNECT_SECONDS = 10.0
 ATTEMPTS = 3  # for GET and HEAD; 1 for anything else
+MAX_PAUSE = 30.0  # seconds: the longest wait a Retry-After gets before the next attempt
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS"})
+# huggingface_hub.utils._http._DEFAULT_RETRY_ON_STATUS_CODES: answers that say "try again later".
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
 def read_timeout(env: Mapping[str, str] | None = None) -> float:
@@ -69,18 +76,33 @@ def bounded_client_factory(
         def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
             tries = attempts if request.method in _IDEMPOTENT else 1
             for attempt in range(1, tries + 1):
+                pause = min(2.0 ** (attempt - 1), 8.0)
                 try:
-                    return super().send(request, **kwargs)
+                    response = super().send(request, **kwargs)
                 except (httpx2.TimeoutException, httpx2.NetworkError):
                     if attempt >= tries:
                         raise
-                    sleep(min(2.0 ** (attempt - 1), 8.0))
+                else:
+                    if response.status_code not in RETRY_STATUSES or attempt >= tries:
+                        return response
+                    pause = _retry_after(response.headers.get("Retry-After"), pause)
+                    response.close()  # a streamed answer holds its connection until closed
+                sleep(pause)
             raise AssertionError("unreachable")
 
     def factory() -> httpx2.Client:
         return BoundedClient(event_hooks={"request": [hf_request_event_hook]}, follow_redirects=True)
 
     return factory
+
+
+def _retry_after(header: str | None, default: float) -> float:
+    """The pause a `Retry-After: <seconds>` asks for, at most MAX_PAUSE; `default` without one (or a date)."""
+    try:
+        seconds = float(header) if header is not None else default
+    except ValueError:
+        return default
+    return min(max(seconds, 0.0), MAX_PAUSE)
 
 
 def install(*, read: float | None = None) -> None:

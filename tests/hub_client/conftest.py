@@ -1,3 +1,4 @@
-"""Fixtures of the bounded Hub request tests: the publish tests' isolation (tests/publish_family.py)."""
+"""Fixtures of the bounded Hub request tests: the publish tests' isolation, family and built-in Hub
+(tests/publish_family.py)."""
 
-from tests.publish_family import publish_isolation  # noqa: F401 (fixture)
+from tests.publish_family import family, hub, publish_isolation  # noqa: F401 (fixtures)
