@@ -9,6 +9,7 @@ release downloaded back and checked (optionally served).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -179,6 +180,10 @@ class VerifyReport:
 
     verified: tuple[VerifiedRepo, ...]
     served: ServedCheck | None = None
+    # Where the download is now: `--out`, or the temporary directory kept because a check failed; None when
+    # the temporary directory was removed (every check passed).
+    download: Path | None = None
+    temporary: bool = False  # the download went to a temporary directory (no `--out`)
 
     @property
     def error(self) -> PublishError | None:
@@ -201,6 +206,8 @@ class VerifyReport:
                           "problems": list(v.problems)} for v in self.verified],
             "served": None if served is None else {"artifact": served.artifact_id, "command": served.command,
                                                    "question": served.question, "answer": served.answer},
+            "download": str(self.download) if self.download is not None else None,
+            "download_removed": self.temporary and self.download is None,
         }  # fmt: skip
 
 
@@ -212,14 +219,48 @@ def verify_stage(
     when every check passed (an answer must not vouch for files nobody released).
 
     `announce` is told when a local Hub starts; `serving(artifact_id)` is open while vLLM serves the copy.
+    Without `settings.out` the release is downloaded to a temporary directory: kept, and named in the
+    report, when a check failed; otherwise removed (on an error, all but the served copy's server log, which
+    the error names). A family's weights downloaded whole and left in /tmp filled it for good.
     """
     import tempfile
 
+    loaded, artifacts = _load(settings.manifest, settings.artifacts, serve=settings.serve)
+    if settings.out is not None:
+        report = _verify_into(settings.out, loaded, artifacts, settings, announce=announce, serving=serving)
+        return dataclasses.replace(report, download=settings.out)
+    out = Path(tempfile.mkdtemp(prefix="hfrelease-verify-"))
+    try:
+        report = _verify_into(out, loaded, artifacts, settings, announce=announce, serving=serving)
+    except BaseException:
+        _remove_download(out, keep_logs=True)
+        raise
+    if report.error is not None:
+        return dataclasses.replace(report, download=out, temporary=True)
+    _remove_download(out, keep_logs=False)
+    return dataclasses.replace(report, temporary=True)
+
+
+def _remove_download(out: Path, *, keep_logs: bool) -> None:
+    """Remove a temporary download; with `keep_logs`, its `*.log` files stay (and so does `out`, if any)."""
+    import shutil
+
+    for entry in list(out.iterdir()) if out.is_dir() else []:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        elif not (keep_logs and entry.name.endswith(".log")):
+            entry.unlink(missing_ok=True)
+    if out.is_dir() and not any(out.iterdir()):
+        out.rmdir()
+
+
+def _verify_into(
+    out: Path, loaded: Manifest, artifacts: tuple[str, ...], settings: VerifySettings, *, announce: Say | None,
+    serving: Callable[[str], AbstractContextManager[object]] | None,
+) -> VerifyReport:
     from hfrelease.publish import open_hub, resolve_token
     from hfrelease.release.verification import serve_downloaded, verify_family
 
-    loaded, artifacts = _load(settings.manifest, settings.artifacts, serve=settings.serve)
-    out = settings.out or Path(tempfile.mkdtemp(prefix="hfrelease-verify-"))
     with open_hub(settings.hub or loaded.publish.endpoint, family_root=loaded.root, hub_root=settings.hub_root,
                   announce=announce) as target:
         token = target.token or resolve_token()

@@ -61,11 +61,16 @@ def publish_view(stage: PublishStageReport, *, verbose: int) -> list[Block]:
 def verify_view(report: VerifyReport) -> list[Block]:
     """One row per verified repo; a note where there was no local bundle; the served artifact's answer."""
     verified, served = report.verified, report.served
+    removed = report.download is None
     view: list[Block] = [table("Verified releases", (
         "artifact", "repo", "tag", "result", "files", "compared with", "downloaded to"), [
         (v.artifact_id, v.repo, v.tag,
          Styled("ok", "green") if v.ok else Styled(f"{len(v.problems)} problem(s)", "red"), str(v.files),
-         ", ".join(v.compared_with), str(v.directory)) for v in verified])]
+         ", ".join(v.compared_with), "(removed)" if removed else str(v.directory)) for v in verified])]
+    if report.temporary:
+        view.append(note("the download was removed: every check passed (--out DIR keeps it)") if removed else
+                    note(f"the download is kept for inspection in {report.download} (a temporary directory: "
+                         "remove it when done)"))
     # Each problem is named once, by the error that ends the command (`verification_error`).
     view += [note(f"{v.repo}: no local bundle to compare with (the Hub's MANIFEST and LFS oids only; pass "
                   "--bundle DIR)") for v in verified if v.ok and v.local_bundle is None]

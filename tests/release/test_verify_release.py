@@ -167,3 +167,29 @@ def test_without_out_each_verify_downloads_into_a_fresh_temporary_directory(
     assert all(len(p) == 1 for p in parents) and parents[0] != parents[1]
     assert all(next(iter(p)).parent == tmp_path / "tmp" and next(iter(p)).name.startswith("hfrelease-verify-")
                for p in parents)
+
+
+def test_without_out_the_download_is_removed_when_verified_and_kept_when_not(
+    released: Path, hub: HubServer, api: HfApi, cli: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No --out: a release that verifies leaves nothing in the temp dir (its whole download stayed there
+    before); one that does not keeps its download, and says where."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR is read again
+    code, out, err = cli(["verify", str(released), "--hub", hub.url, "--json"])
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["download"] is None and data["download_removed"] is True
+    assert list(scratch.iterdir()) == []
+    code, out, err = cli(["verify", str(released), "--hub", hub.url])
+    assert code == 0 and "the download was removed" in err and list(scratch.iterdir()) == []
+    _retag(api, Q0, "model.safetensors", b"other weights " * 300)
+    code, out, err = cli(["verify", str(released), "--hub", hub.url])
+    assert code == 7, err
+    (kept,) = scratch.iterdir()
+    assert kept.name.startswith("hfrelease-verify-") and (kept / "q0" / "model.safetensors").is_file()
+    assert f"kept for inspection in {kept}" in " ".join(err.split())
