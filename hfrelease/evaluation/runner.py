@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hfrelease.errors import ExitCode
+from hfrelease.evaluation import severity
 from hfrelease.evaluation.budget import InFlight, choose_in_flight
 from hfrelease.evaluation.events import EvalEvents, NullEvents
 from hfrelease.evaluation.judging import GateRow, RunKey, judge
@@ -71,14 +72,19 @@ class EvalReport:
     run_dir: Path
     records: tuple[Path, ...] = field(default_factory=tuple)
     loads: tuple[ServerLoad, ...] = ()  # per artifact whose gates ran
+    reference_id: str | None = None  # the family's reference (its rows anchor every comparison)
 
     @property
     def exit_code(self) -> ExitCode:
-        if any(r.verdict == "void" for r in self.rows):
-            return ExitCode.MEASUREMENT_FAILED
-        if any(r.verdict == "fail" for r in self.rows):
-            return ExitCode.GATE_FAILED
-        return ExitCode.OK
+        """The most serious verdict's code (`hfrelease.evaluation.severity`), over the rows this run judges."""
+        return severity.exit_code(r.verdict for r in self.rows if not self.awaits_reference(r))
+
+    def awaits_reference(self, row: GateRow) -> bool:
+        """A no-reference row whose reference has no row of that gate here: the reference is not part of this
+        run and not recorded yet (a release's eval job of one artifact, the reference measured by its own
+        job); the gate is judged, and the release stops on it, on the merged ledger (`release --only gate`)."""
+        return row.verdict == "no-reference" and not any(
+            r.artifact_id == self.reference_id and r.gate_id == row.gate_id for r in self.rows)
 
 
 def vllm_executable() -> str:
@@ -160,7 +166,7 @@ def run_eval(
         loads.append(load)
     rows = judge(plan, ledger=ledger, measured=measured, hash_cache=hash_cache)
     return EvalReport(rows=tuple(rows), servers_started=started, requests_sent=requests, run_dir=run_dir,
-                      records=tuple(written), loads=tuple(loads))
+                      records=tuple(written), loads=tuple(loads), reference_id=manifest.reference.id)
 
 
 def _gates_with_load(

@@ -15,14 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from hfrelease.evaluation import severity
 from hfrelease.hashing import HashCache
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest
 from hfrelease.release.policy import GateProblem, decide_gates, eval_matrix
-
-# Verdicts of a result that was recorded and did not pass. "missing" and "no-reference" are a result
-# that is not there to judge, which `publish` cannot tell from a family that is not evaluated on this machine.
-RECORDED_FAILURES = ("fail", "void")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,7 +56,9 @@ def check_gates(
     if not published or not eval_matrix(manifest, published) or not any(ledger.root.glob("*/*.json")):
         return GateCheck(failed=(), unjudged=())
     decision = decide_gates(manifest, ledger=ledger, hash_cache=hash_cache, artifacts=published)
-    failed = tuple(p for p in decision.blocking if p.kind in RECORDED_FAILURES)
+    # Only a result recorded and not passing (`severity.recorded_failure`): "missing" and "no-reference" are a
+    # result not there to judge, which `publish` cannot tell from a family not evaluated on this machine.
+    failed = tuple(p for p in decision.blocking if severity.recorded_failure(p.kind))
     check = GateCheck(failed=failed, unjudged=tuple(p for p in decision.blocking if p not in failed))
     # The release decision's own error decides the class (exit 4 for a failed gate, 6 for a void result).
     error = replace(decision, blocking=failed).error()

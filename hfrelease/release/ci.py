@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hfrelease.evaluation import severity
 from hfrelease.redact import redact
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def gate_summary(rows: Sequence[GateRow], *, title: str = "Gates") -> str:
             c = row.comparison
             delta = f"{c.delta:+.3f} [{c.ci_low:+.3f}, {c.ci_high:+.3f}] (margin {c.margin:g})"
         verdict = _VERDICT_MARKS.get(row.verdict, row.verdict)
-        if row.verdict in ("fail", "void", "no-reference"):
+        if severity.shows_reason(row.verdict):
             verdict += f": {row.reason}"
         body.append((row.artifact_id, row.label, row.mode, value, delta, row.n, f"{row.truncated}/{row.empty}",
                      row.origin, verdict))

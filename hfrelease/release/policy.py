@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hfrelease.errors import ConfigError, ConfigProblem, GateFailedError, HfreleaseError, MeasurementError
+from hfrelease.errors import ConfigError, ConfigProblem, ExitCode, GateFailedError, HfreleaseError, MeasurementError
+from hfrelease.evaluation import severity
 from hfrelease.evaluation.judging import GateRow, judge
 from hfrelease.evaluation.plan import plan_eval
 from hfrelease.hashing import HashCache
@@ -97,7 +98,7 @@ class GateProblem:
 
     artifact: str
     gate: str
-    kind: str  # a GateRow verdict ("fail", "void", "no-reference") or "missing"
+    kind: str  # an outcome of `hfrelease.evaluation.severity`: a GateRow verdict, "missing", a draft kind
     text: str
 
 
@@ -111,7 +112,8 @@ class GateDecision:
     allowed: tuple[GateProblem, ...]  # of unpublished artifacts: reported; they are never uploaded
 
     def error(self) -> HfreleaseError | None:
-        """What stops the release, or None: exit 6 when a result is void or missing (as `eval` does), else 4."""
+        """What stops the release, or None: the most serious problem's code, as `eval` exits on the same
+        verdicts (`hfrelease.evaluation.severity`): 6 when a result is void, has no reference or is missing, else 4."""
         if not self.blocking:
             return None
         lines = "\n".join(f"  - {p.text}" for p in self.blocking)
@@ -119,9 +121,9 @@ class GateDecision:
                    f"artifacts:\n{lines}")
         hint = ("Nothing was uploaded. Fix the artifact (or mark a fixture publish = false) and push the tag again; "
                 "results already recorded for the same inputs are not re-measured.")
-        if any(p.kind != "fail" for p in self.blocking):
-            return MeasurementError(message, hint=hint)
-        return GateFailedError(message, hint=hint)
+        if severity.exit_code(p.kind for p in self.blocking) == ExitCode.GATE_FAILED:
+            return GateFailedError(message, hint=hint)
+        return MeasurementError(message, hint=hint)
 
 
 def decide_gates(
@@ -158,7 +160,7 @@ def decide_gates(
     ] + [
         GateProblem(artifact=r.artifact_id, gate=r.gate_id, kind=r.verdict,
                     text=f"{r.artifact_id}: {r.label}: {r.verdict} ({r.reason})")
-        for r in rows if r.verdict not in ("pass", "reference")
+        for r in rows if severity.blocks_publish(r.verdict)
     ]
     # A draft's gates are judged from its job's speed records (and the target's baseline beside them).
     judged = [judge_draft(manifest, d, ledger=ledger, hash_cache=hash_cache) for d in drafts]

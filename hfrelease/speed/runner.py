@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from hfrelease.atomic import write_atomic
 from hfrelease.errors import ExitCode, MeasurementError, ServerError
+from hfrelease.evaluation import severity
 from hfrelease.evaluation.plan import model_files
 from hfrelease.evaluation.timeouts import stall_window, workload_request_timeout
 from hfrelease.ledger.provenance import now_utc_iso
@@ -105,13 +106,10 @@ class SpeedReport:
 
     @property
     def exit_code(self) -> ExitCode:
-        if self.failures:
-            return ExitCode.SERVER_FAILED
-        if any(r.status == "void" for r in self.rows):
-            return ExitCode.MEASUREMENT_FAILED
-        if any(c.verdict == "fail" for c in self.draft_checks):
-            return ExitCode.GATE_FAILED
-        return ExitCode.OK
+        """The most serious outcome's code (`hfrelease.evaluation.severity`): a dead server, a void point, a
+        failed draft gate."""
+        return severity.exit_code([*(["server"] if self.failures else []), *(r.status for r in self.rows),
+                                   *(c.verdict for c in self.draft_checks)])
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from hfrelease.evaluation import severity
 from hfrelease.evaluation.judging import failure_advice
 from hfrelease.stages.view import Block, Cell, Styled, line, table
 
@@ -85,7 +86,7 @@ def gates_view(report: EvalReport) -> list[Block]:
             delta = f"{c.delta:+.3f} [{c.ci_low:+.3f}, {c.ci_high:+.3f}] (margin {c.margin:g})"
         else:
             delta = "—"
-        why = f": {row.reason}" if row.verdict in ("fail", "void", "no-reference") else ""
+        why = f": {row.reason}" if severity.shows_reason(row.verdict) else ""
         rows.append((row.artifact_id, row.label, row.mode, value, delta, str(row.n), f"{row.truncated}/{row.empty}",
                      (Styled(row.verdict, _VERDICT_STYLE.get(row.verdict, "white")), why)))
     return [
@@ -163,8 +164,8 @@ def speed_view(report: SpeedReport) -> list[Block]:
             "draft", "check", "served with", "workload", "config", "value", "threshold", "verdict"), [
             (c.draft_id, c.check, c.artifact_id, c.workload_id, c.speculative,
              "—" if c.value is None else f"{c.value:.3f}", "—" if c.threshold is None else f"{c.threshold:g}",
-             (Styled(c.verdict, "green" if c.verdict == "pass" else "red"), f": {c.reason}" if c.verdict == "fail"
-              else "")) for c in report.draft_checks]))
+             (Styled(c.verdict, "green" if c.verdict == "pass" else "red"), f": {c.reason}"
+              if severity.shows_reason(c.verdict) else "")) for c in report.draft_checks]))
     view += [line(Styled("server failed:", "red"), f" {failure}") for failure in report.failures]
     timing = report.timing
     shared = f" (+{report.servers_shared} gate server(s) shared)" if report.servers_shared else ""

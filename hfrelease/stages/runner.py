@@ -14,6 +14,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Protocol
 
 from hfrelease.errors import EnvironmentProblem, ExitCode, HfreleaseError
+from hfrelease.evaluation import severity
 
 if TYPE_CHECKING:
     from hfrelease.hashing import HashCache
@@ -36,14 +37,9 @@ def run_stamp() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-# When several measurements ran (gates and speed anchors), the exit status is the most serious one:
-# a dead server, then a void measurement, then a failed gate.
-SEVERITY = (ExitCode.SERVER_FAILED, ExitCode.MEASUREMENT_FAILED, ExitCode.GATE_FAILED, ExitCode.OK)
-
-
-def worst(*codes: ExitCode) -> ExitCode:
-    """The most serious of `codes` (a code outside `SEVERITY` is more serious than any in it)."""
-    return min(codes, key=lambda c: SEVERITY.index(c) if c in SEVERITY else -1)
+# When several measurements ran (gates and speed anchors), the exit status is the most serious one: the one
+# order of `hfrelease.evaluation.severity` (a dead server, then a void measurement, then a failed gate).
+worst = severity.worst
 
 
 class StageReport(Protocol):
