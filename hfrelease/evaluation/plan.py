@@ -24,6 +24,7 @@ from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Artifact, Gate, Manifest
 from hfrelease.manifest.selection import select
 from hfrelease.serving.command import ServeCommand, build_serve_command
+from hfrelease.serving.emulation import with_emulation
 from hfrelease.sources import artifact_content
 
 # Gate fields that change how a measurement is judged, not what is measured: editing them re-judges the
@@ -256,8 +257,9 @@ def model_files(artifact: Artifact, model_dir: Path | None) -> ModelFiles:
 def serve_command(manifest: Manifest, job: ServerJob, *, port: int, vllm: str = "vllm") -> ServeCommand:
     """The `vllm serve` command of a gate server: what the runner starts and what --dry-run prints."""
     files = model_files(job.artifact, job.model_dir)
-    return build_serve_command(manifest, job.artifact, model=files.name, revision=files.revision,
-                               host="127.0.0.1", port=port, vllm=vllm)
+    command = build_serve_command(manifest, job.artifact, model=files.name, revision=files.revision,
+                                  host="127.0.0.1", port=port, vllm=vllm)
+    return with_emulation(command, job.artifact)
 
 
 def plan_eval(

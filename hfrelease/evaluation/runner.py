@@ -36,6 +36,7 @@ from hfrelease.ledger.record import LedgerRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest
 from hfrelease.serving.command import ServeCommand
+from hfrelease.serving.emulation import ensure_route
 from hfrelease.serving.plugin import ensure_plugin
 from hfrelease.serving.process import VllmServer, check_identity, free_port, launch
 
@@ -209,6 +210,7 @@ def _start(
     if command.plugin:
         events.server_state(artifact.id, "installing plugin")
         ensure_plugin(manifest.resolve(command.plugin), echo=events.log)
+    ensure_route(command, echo=events.log)
     server = launch(command, log_path=run_dir / f"{artifact.id}.server.log", port=port, base_env=base_env,
                     state=lambda text: events.server_state(artifact.id, text), log=events.log)
     return server, command

@@ -63,8 +63,9 @@ def _describe(args: Mapping[str, Any] | None) -> str:
     if args is None:
         return "unquantized"
     group = f" {args['group_size']}" if args.get("group_size") else ""
-    return (f"{args.get('type')}{args.get('num_bits')} {args.get('strategy')}{group}"
-            f"{' dynamic' if args.get('dynamic') is True else ''}")
+    # "local": NVFP4's activations, scaled per block at run time under a calibrated global scale.
+    dynamic = {True: " dynamic", "local": " dynamic per block"}.get(args.get("dynamic"), "")
+    return f"{args.get('type')}{args.get('num_bits')} {args.get('strategy')}{group}{dynamic}"
 
 
 def _shape(group: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:

@@ -30,6 +30,7 @@ from hfrelease.redact import public_environment, redact
 from hfrelease.serving.alarm import Alarm
 from hfrelease.serving.command import ServeCommand
 from hfrelease.serving.diagnosis import Diagnosis, diagnose, read_tail
+from hfrelease.serving.emulation import emulated_kernels
 from hfrelease.serving.guard import require_safe_command
 from hfrelease.serving.kernels import served_kernels
 from hfrelease.serving.memory import PeakMemory, memory_record
@@ -327,7 +328,8 @@ class VllmServer:
         """What the server's processes loaded that decides numerics: the vLLM kernel library (and its ISA),
         for a record's hardware; empty when the server is not running or loaded none (a GPU build)."""
         if self._runtime is None and self._process is not None and self._process.poll() is None:
-            found = served_kernels(self._process.pid)
+            # The linear kernels vLLM chose are in its log (which emulation kernel served, if any).
+            found: dict[str, Any] = {**served_kernels(self._process.pid), **emulated_kernels(self.log_path)}
             if found:
                 self._runtime = found  # libraries stay mapped: one look per server is enough
             return found

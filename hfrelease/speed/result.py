@@ -30,6 +30,9 @@ class SpeedRow:
     # 95 % intervals of acceptance figures resampled over prompts (`hfrelease.speed.acceptance`); {} without
     # a per-request pass
     acceptance_intervals: dict[str, list[float]] = field(default_factory=dict)
+    # Served by an emulation kernel (the record's `hardware.emulated`, `hfrelease.serving.emulation`): its
+    # speed is not the scheme's, so no best config or advice is drawn from it.
+    emulated: bool = False
 
     @property
     def throughput(self) -> float:
@@ -66,6 +69,7 @@ def row_from_record(record: LedgerRecord, *, origin: Literal["measured", "record
         input_len=input_len if isinstance(input_len, int) and not isinstance(input_len, bool) else None,
         greedy=record.generation.get("temperature", 0) == 0,
         acceptance_intervals=_pairs(extra.get("acceptance_intervals")),
+        emulated=bool(record.hardware.get("emulated")),
     )
 
 

@@ -27,6 +27,7 @@ from hfrelease.ledger.provenance import now_utc_iso
 from hfrelease.ledger.record import LedgerRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.serving.command import ServeCommand, build_serve_command
+from hfrelease.serving.emulation import ensure_route, with_emulation
 from hfrelease.serving.plugin import ensure_plugin
 from hfrelease.serving.process import VllmServer, free_port, launch
 from hfrelease.serving.stall import Progress, StallWatch
@@ -320,6 +321,7 @@ def serve_command(plan: SpeedPlan, job: SpeedServerJob, *, port: int, vllm: str 
                                   speculative=job.speculative, draft_model=draft.name if draft else None,
                                   draft_revision=draft.revision if draft else None, host="127.0.0.1", port=port,
                                   vllm=vllm)
+    command = with_emulation(command, job.artifact)
     if job.speculative is None:
         return command  # vLLM refuses the option below without speculation
     # Each answer then carries its own verify steps (`metrics.speculative_decoding`): the per-request pass's
@@ -337,6 +339,7 @@ def _start(
     if command.plugin:
         events.server_state(job.label, "installing plugin")
         ensure_plugin(plan.manifest.resolve(command.plugin), echo=events.log)
+    ensure_route(command, echo=events.log)
     log_path = run_dir / f"{job.artifact.id}.{job.spec_id}.server.log"
     begun = time.monotonic()
     try:

@@ -96,6 +96,45 @@ def test_a_declared_scheme_the_checkpoint_contradicts_is_reported(fixture_family
     assert problem["suggestion"] == "FP8_DYNAMIC"
 
 
+def _nvfp4_config(*, activations: bool) -> dict[str, Any]:
+    """compressed-tensors 0.19's config of an NVFP4 (`activations`) or NVFP4A16 checkpoint as llm-compressor
+    0.14 writes it (hfrelease.demo.nvfp4), trimmed to the scheme's fields: FP4 in blocks of 16 with FP8
+    scales, activations scaled per block at run time ("dynamic": "local") over a calibrated global scale."""
+    fp4 = {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": True,
+           "scale_dtype": "torch.float8_e4m3fn"}
+    return {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized", "ignore": ["lm_head"],
+            "config_groups": {"group_0": {
+                "targets": ["Linear"], "weights": {**fp4, "dynamic": False, "observer": "memoryless_minmax"},
+                "input_activations": {**fp4, "dynamic": "local", "observer": "static_minmax"} if activations
+                else None,
+                "output_activations": None}}}
+
+
+@pytest.mark.parametrize(("declared", "activations"), [("NVFP4", True), ("nvfp4a16", False)])
+def test_an_nvfp4_checkpoint_passes_as_its_scheme(fixture_family: Path, declared: str, activations: bool) -> None:
+    """Declared NVFP4 over a W4A4 NVFP4 checkpoint, NVFP4A16 over a weight-only one: no problem."""
+    _quantized(fixture_family, _nvfp4_config(activations=activations))
+    _edit(fixture_family, lambda d: d["artifact"][1]["quantization"].update(scheme=declared))
+    assert _problems(fixture_family) == {}
+
+
+def test_nvfp4_declared_over_a_weight_only_checkpoint_is_reported(fixture_family: Path) -> None:
+    """Declared NVFP4 (W4A4) over an NVFP4A16 checkpoint: the two differ only in the activations, which decide
+    whether a CPU build can serve it at all (hfrelease.serving.emulation); and the other way round."""
+    _quantized(fixture_family, _nvfp4_config(activations=False))
+    _edit(fixture_family, lambda d: d["artifact"][1]["quantization"].update(scheme="NVFP4"))
+    message = _problems(fixture_family)["artifact[1].quantization.scheme"]
+    assert ("declared 'NVFP4' (weights float4 tensor_group 16, input activations float4 tensor_group 16 "
+            "dynamic per block)") in message
+    assert "group_0: weights float4 tensor_group 16, input activations unquantized" in message
+    assert message.endswith("(did you mean 'NVFP4A16'?)")
+    _quantized(fixture_family, _nvfp4_config(activations=True))
+    _edit(fixture_family, lambda d: d["artifact"][1]["quantization"].update(scheme="NVFP4A16"))
+    message = _problems(fixture_family)["artifact[1].quantization.scheme"]
+    assert "input activations float4 tensor_group 16 dynamic per block" in message
+    assert message.endswith("(did you mean 'NVFP4'?)")
+
+
 def test_a_named_mix_is_not_compared(fixture_family: Path) -> None:
     """A scheme that is no compressed-tensors preset (a mix with its own recipe) is left to its recipe."""
     _quantized(fixture_family, FP8_DYNAMIC_CONFIG)
