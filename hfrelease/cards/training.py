@@ -10,6 +10,12 @@ The shapes are speculators' own (vllm-project/speculators, `speculators.train`):
   `_epoch` (`Trainer.val_epoch` appends it): `loss_epoch`, `full_acc_<i>_epoch` (the share of positions
   whose draft tokens 0..i were all right: what a verifier accepts at draft position i) and
   `cond_acc_<i>_epoch` (position i right given 0..i-1 were), per draft position i.
+  That is the EAGLE-3 trainer's shape. Speculators' block drafters (DFlash, DSpark: `models/<m>/metrics.py`)
+  and P-EAGLE write `position_<i>_acc_epoch` instead -- the share of block position i's tokens that were
+  right, each position scored on its own -- with an overall `full_acc_epoch` (no index); DFlash numbers a
+  block's positions from its anchor (0) and scores from 1 unless it samples from the anchor, so the lowest
+  position written is the first drafted. Its MTP trainer writes losses only (`loss_step_<i>_epoch`). Every
+  accuracy is a `<name>_sum` / `<name>_total` pair reduced to `<name>` (`train.utils.normalize_counted_metrics`).
 
 A release declares them in the draft's `files` (one `val_metrics.json` per epoch directory, or the one of
 the released checkpoint). They are hostile input like any shipped file: the allowlist has already refused
@@ -41,6 +47,8 @@ MAX_BYTES = 256 * 1024  # a command and a few dozen metrics; anything larger is 
 _HEADER = re.compile(r"^# (Timestamp|Git SHA|World size|[a-z][a-z0-9_.-]{0,63}): ?(.*)$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
 _POSITION = re.compile(r"^(full_acc|cond_acc)_(\d+)$")
+_BLOCK_POSITION = re.compile(r"^position_(\d+)_acc$")  # DFlash, DSpark, P-EAGLE
+_ACCURACY = re.compile(r"^(full_acc|cond_acc)(_\d+)?$|^position_\d+_acc$")  # each a share in [0, 1]
 _SPECULATORS_HINT = ("speculators writes it with Checkpointer.save_val_metrics: one object per epoch, e.g. "
                      '{"loss_epoch": 1.9, "full_acc_0_epoch": 0.62, "cond_acc_0_epoch": 0.62}, in '
                      "<checkpoint dir>/<epoch>/val_metrics.json.")
@@ -67,6 +75,23 @@ class ValEpoch:
         found = [(int(m.group(2)), v) for k, v in self.metrics.items()
                  if (m := _POSITION.match(k)) and m.group(1) == kind]
         return sorted(found)
+
+    def block_positions(self) -> list[tuple[int, float]]:
+        """speculators' `position_<i>_acc` (DFlash, DSpark, P-EAGLE), renumbered as draft positions from 0."""
+        found = sorted((int(m.group(1)), v) for k, v in self.metrics.items() if (m := _BLOCK_POSITION.match(k)))
+        return [(index, value) for index, (_, value) in enumerate(found)]
+
+    def acceptance(self) -> list[tuple[int, float]]:
+        """Per draft position, the validation figure serving's acceptance is set beside (every draft up to that
+        one accepted): `full_acc_<i>` as written; from `position_<i>_acc`, their running product (the estimate
+        speculators' own expected accepted length, `eal`, is built on); empty when the file has neither."""
+        if self.positions():
+            return self.positions()
+        product, running = 1.0, []
+        for index, value in self.block_positions():
+            product *= value
+            running.append((index, product))
+        return running
 
 
 def _text(text: str, where: str, what: str) -> str:
@@ -155,7 +180,7 @@ def _one_epoch(path: str, text: str, where: str) -> ValEpoch:
             raise CardError(f"{shown}: {key} is {json.dumps(value)[:40]}, not a finite number", hint=_SPECULATORS_HINT)
         metrics[key.removesuffix("_epoch")] = float(value)
     for key, value in metrics.items():
-        if _POSITION.match(key) and not 0.0 <= value <= 1.0:
+        if _ACCURACY.match(key) and not 0.0 <= value <= 1.0:
             raise CardError(f"{shown}: {key}_epoch is {value:g}, but an accuracy lies in [0, 1]",
                             hint=_SPECULATORS_HINT)
     parent = PurePosixPath(path).parent.name
@@ -207,16 +232,36 @@ def training_context(manifest: Manifest, artifact: Artifact, files: Mapping[str,
         "epochs": _epochs_table(epochs) if epochs else None,
         "epoch_files": Markdown(", ".join(shipped(e.path) for e in epochs)) if epochs else None,
         "versus": None,
+        "shape_note": _shape_note(epochs[-1]) if epochs else None,
     }
     last = epochs[-1] if epochs else None
-    if last is not None and last.positions() and serving:
+    if last is not None and last.acceptance() and serving:
         rows = []
-        for position, value in last.positions():
+        for position, value in last.acceptance():
             cells = [dict(figures).get(position, Markdown("n/a")) for _, figures in serving]
             rows.append({"position": position, "validation": Markdown(f"{value:.3f}"), "serving": cells})
         context["versus"] = {"epoch": Markdown("the last" if last.epoch is None else str(last.epoch)),
-                             "workloads": [label for label, _ in serving], "rows": rows}
+                             "workloads": [label for label, _ in serving], "rows": rows,
+                             "block": not last.positions()}
     return context
+
+
+def _shape_note(last: ValEpoch) -> Markdown | None:
+    """What the card says when the last epoch's metrics are not EAGLE-3's `full_acc_<i>`: how the figures were
+    read (block drafters' `position_<i>_acc`), or that none of its metrics is an acceptance by position."""
+    if last.positions():
+        return None
+    if last.block_positions():
+        return Markdown("These metrics are speculators' block-drafter shape (DFlash, DSpark, P-EAGLE): "
+                        "`position_<i>_acc`, the share of tokens right at each draft position scored on its own, "
+                        "shown under acceptance by position; the validation acceptance set beside serving is their "
+                        "running product up to each position (the estimate speculators' expected accepted length "
+                        "is built on). They hold no conditional acceptance.")
+    names = ", ".join(code_span(name) for name in sorted(last.metrics)[:12])
+    more = f" and {len(last.metrics) - 12} more" if len(last.metrics) > 12 else ""
+    return Markdown(f"{code_span(VAL_METRICS)} ({escape_markdown(last.path)}) holds no acceptance by draft position "
+                    f"in a shape hfrelease reads (EAGLE-3's `full_acc_<i>`, or `position_<i>_acc`); its metrics: "
+                    f"{names}{more}. Validation is not set beside serving acceptance.")
 
 
 def _epochs_table(epochs: Sequence[ValEpoch]) -> dict[str, Any]:
@@ -235,5 +280,6 @@ def _epochs_table(epochs: Sequence[ValEpoch]) -> dict[str, Any]:
         loss = e.metrics.get("loss")
         rows.append({"epoch": Markdown("n/a" if e.epoch is None else str(e.epoch)),
                      "loss": Markdown(f"{loss:.3f}") if loss is not None else Markdown("n/a"),
-                     "full": joined(e.positions("full_acc")), "cond": joined(e.positions("cond_acc"))})
+                     "full": joined(e.positions("full_acc") or e.block_positions()),
+                     "cond": joined(e.positions("cond_acc"))})
     return {"rows": rows}

@@ -128,12 +128,17 @@ class Quantization(Table):
     notes: str | None = None
 
 
-SpecMethod = Literal["ngram", "eagle3", "eagle", "draft_model", "mtp"]
+# A vLLM speculative method (`--speculative-config`'s "method"). Which names exist, and which take a draft
+# artifact, is vLLM's to say: `hfrelease check` (and every eval's serve guard) reads them from the installed
+# vLLM's own SpeculativeConfig (hfrelease.serving.spec_methods); the load only checks the spelling.
+SpecMethod = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]
+# The n-gram proposers, the only methods that read prompt_lookup_min/max.
+NGRAM_METHODS = frozenset({"ngram", "ngram_gpu"})
 
 
 class Draft(Table):
     target: Slug  # artifact id of the verifier the head was trained against
-    method: Literal["eagle3", "eagle", "draft_model", "mtp"]
+    method: SpecMethod  # one that loads a model (eagle3, eagle, draft_model, mtp, medusa, dflash, ...): checked
     num_speculative_tokens: Annotated[int, Field(ge=1, le=16)]
     aux_hidden_state_layer_ids: list[NonNegInt] | None = None
     draft_vocab_size: PositiveInt | None = None
@@ -284,9 +289,12 @@ class Speculative(Table):
     id: Slug
     method: SpecMethod
     num_speculative_tokens: Annotated[int, Field(ge=1, le=16)]
-    draft: Slug | None = None  # the draft artifact, for eagle3 / eagle / draft_model / mtp
-    prompt_lookup_min: PositiveInt | None = None  # ngram only
-    prompt_lookup_max: PositiveInt | None = None  # ngram only
+    # The draft artifact: required by the methods whose vLLM config needs a model (eagle3, eagle, draft_model,
+    # medusa, mlp_speculator, dflash), optional where vLLM defaults to the target's own weights (mtp, dspark),
+    # refused where it loads none (ngram, ngram_gpu, suffix): judged at check time (hfrelease.serving.spec_methods).
+    draft: Slug | None = None
+    prompt_lookup_min: PositiveInt | None = None  # ngram / ngram_gpu only
+    prompt_lookup_max: PositiveInt | None = None  # ngram / ngram_gpu only
     # vLLM's verification (`rejection_sample_method`): "standard" (the default) keeps the target's outputs;
     # "synthetic" accepts drafts at a set rate whatever the target says (a lossy mode, for load tests), with
     # `synthetic_acceptance_length` its mean acceptance length; "block" verifies the drafts jointly.
@@ -299,18 +307,13 @@ class Speculative(Table):
             raise ValueError("'none' is reserved for serving without speculation")
         if (self.rejection_sample_method == "synthetic") != (self.synthetic_acceptance_length is not None):
             raise ValueError("synthetic_acceptance_length is set exactly when rejection_sample_method = 'synthetic'")
-        if self.method == "ngram":
-            if self.draft is not None:
-                raise ValueError("ngram speculation takes no draft artifact")
+        if self.method in NGRAM_METHODS:
             if self.prompt_lookup_max is None:
-                raise ValueError("ngram speculation needs prompt_lookup_max")
+                raise ValueError(f"{self.method} speculation needs prompt_lookup_max")
             if self.prompt_lookup_min is not None and self.prompt_lookup_min > self.prompt_lookup_max:
                 raise ValueError("prompt_lookup_min must not exceed prompt_lookup_max")
-        else:
-            if self.draft is None:
-                raise ValueError(f"{self.method} speculation needs draft = the id of a draft artifact")
-            if self.prompt_lookup_min is not None or self.prompt_lookup_max is not None:
-                raise ValueError("prompt_lookup_min/max apply to ngram speculation only")
+        elif self.prompt_lookup_min is not None or self.prompt_lookup_max is not None:
+            raise ValueError("prompt_lookup_min/max apply to ngram and ngram_gpu speculation only")
         return self
 
 

@@ -64,11 +64,13 @@ def speculative_config(
 ) -> dict[str, object]:
     """vLLM's --speculative-config JSON for a manifest speculative config."""
     config: dict[str, object] = {"method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens}
-    if spec.method == "ngram":
+    if spec.prompt_lookup_max is not None:  # ngram / ngram_gpu (the manifest refuses them elsewhere)
         config["prompt_lookup_max"] = spec.prompt_lookup_max
-        if spec.prompt_lookup_min is not None:
-            config["prompt_lookup_min"] = spec.prompt_lookup_min
-    else:
+    if spec.prompt_lookup_min is not None:
+        config["prompt_lookup_min"] = spec.prompt_lookup_min
+    # Without a draft artifact there is no model to name: vLLM's method loads none (ngram, suffix) or the
+    # target's own weights (mtp, dspark); which methods need one is checked against vLLM (serving.spec_methods).
+    if spec.draft is not None:
         if draft_model is None:
             raise ValueError(f"speculative config {spec.id!r} needs the draft model's location")
         config["model"] = draft_model

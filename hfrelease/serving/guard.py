@@ -243,6 +243,33 @@ def command_problems(command: ServeCommand) -> list[str]:
     return problems + _code_problems(parser, base, full)
 
 
+def speculative_config_problems(command: ServeCommand) -> list[str]:
+    """Why vLLM would refuse the command's `--speculative-config` (empty when it parses, or when vLLM is absent).
+
+    vLLM's parser reads the option as plain JSON (`optional_type(json.loads)`), and builds its SpeculativeConfig
+    only when the engine starts; the guard judges the parsed object as that build would read it: its method one
+    of the parser's own `--spec-method` choices (vLLM's SpeculativeMethod), every key a SpeculativeConfig field.
+    """
+    parser = vllm_parser()
+    if parser is None or "--speculative-config" not in command.argv:
+        return []
+    try:
+        parsed = _parse(parser, command.argv[1:])
+    except _Refused as exc:
+        return [f"vLLM's argument parser refuses the command: {exc}"]
+    config = parsed.speculative_config
+    if not isinstance(config, dict):
+        return [f"vLLM's parser read --speculative-config as {config!r}, not a JSON object"]
+    from vllm.config.speculative import SpeculativeConfig
+
+    methods = next(a.choices for a in serve_actions(parser) if a.dest == "spec_method") or ()
+    fields = {f.name for f in dataclasses.fields(SpeculativeConfig)}
+    problems = [f"--speculative-config's method {config.get('method')!r} is not one of vLLM's: "
+                f"{', '.join(sorted(m for m in methods if m))}"] if config.get("method") not in methods else []
+    return problems + [f"--speculative-config's key {key!r} is not a field of vLLM's SpeculativeConfig"
+                       for key in config if key.replace("-", "_") not in fields]
+
+
 def _code_problems(parser: ArgumentParser, base: Namespace, full: Namespace) -> list[str]:
     """The options the manifest's args set that load code or read undeclared files, and such keys of the JSON
     options they set, at any depth."""
@@ -315,8 +342,11 @@ def manifest_problems(manifest: Manifest) -> list[ConfigProblem] | None:
 
 
 def require_safe_manifest(manifest: Manifest, *, source: str) -> None:
-    """Raise ConfigError (exit 3) naming every serve argument vLLM's parser reads as an owned option."""
-    problems = manifest_problems(manifest)
+    """Raise ConfigError (exit 3) naming every serve argument vLLM's parser reads as an owned option, and every
+    speculative method the installed vLLM does not serve as the manifest uses it."""
+    from hfrelease.serving.spec_methods import speculative_problems
+
+    problems = [*(manifest_problems(manifest) or ()), *speculative_problems(manifest)]
     if problems:
         raise ConfigError(source, problems)
 

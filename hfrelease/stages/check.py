@@ -154,6 +154,7 @@ def _validated(path: Path, *, announce: Callable[[str], None] | None) -> Manifes
     from hfrelease.check import tree_problems
     from hfrelease.manifest import find_manifest, load_manifest
     from hfrelease.serving.guard import manifest_problems
+    from hfrelease.serving.spec_methods import speculative_notes, speculative_problems
 
     manifest = load_manifest(path)
     source = str(find_manifest(path))
@@ -163,7 +164,11 @@ def _validated(path: Path, *, announce: Callable[[str], None] | None) -> Manifes
     if serve_problems is None and announce is not None:
         announce(f"note: {source}: vLLM is not installed here, so serve args were checked by their spelling only; "
                  "every server start parses them with vLLM's own parser first")
-    problems = [*(serve_problems or ()), *tree_problems(manifest)]
+    # [[speculative]] methods as the installed vLLM's own SpeculativeConfig knows them (a fallback list without it).
+    if announce is not None:
+        for text in speculative_notes(manifest):
+            announce(f"note: {source}: {text}")
+    problems = [*(serve_problems or ()), *speculative_problems(manifest), *tree_problems(manifest)]
     if problems:
         raise ConfigError(source, problems)
     return manifest

@@ -123,3 +123,56 @@ def test_epochs_speculators_did_not_checkpoint_show_as_a_gap(nanbeige: CardInput
     inputs = CardInputs(manifest=nanbeige.manifest, records=nanbeige.records, sections=nanbeige.sections, files=files)
     readme = render_family(inputs, plots=False, artifacts=["eagle3"]).cards[0].readme
     assert "| 1\u20132 | no file | not checkpointed |  |" in readme and "| 3 | 1.600 | 0.630 |" in readme
+
+
+def _block_epoch(loss: float, *accs: float, first: int = 1) -> str:
+    """One epoch as speculators' DFlash / DSpark / P-EAGLE metrics reduce to (normalize_counted_metrics): an
+    overall full_acc, position_<i>_acc from the block's first scored position (1: DFlash skips its anchor)."""
+    data = {"loss_epoch": loss, "full_acc_epoch": sum(accs) / len(accs), "eal_epoch": 1.2}
+    return json.dumps(data | {f"position_{first + i}_acc_epoch": a for i, a in enumerate(accs)})
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_block_drafters_position_acc_is_read(first: int) -> None:
+    """speculators' position_<i>_acc (block drafters, P-EAGLE) reads as draft positions from 0 wherever the
+    block's scoring starts; acceptance as serving counts it is their running product."""
+    (epoch,) = parse_val_metrics([("d/0/val_metrics.json", _block_epoch(1.1, 0.8, 0.5, first=first))], "draft")
+    assert epoch.positions() == [] and epoch.block_positions() == [(0, 0.8), (1, 0.5)]
+    assert epoch.acceptance() == [(0, 0.8), (1, pytest.approx(0.4))]
+
+
+def test_eagle3_shape_is_read_as_written() -> None:
+    """EAGLE-3's full_acc_<i> is already acceptance up to position i: taken as written."""
+    (epoch,) = parse_val_metrics([("d/0/val_metrics.json", _epoch(1.7, 0.622, 0.4))], "draft")
+    assert epoch.acceptance() == [(0, 0.622), (1, 0.4)]
+
+
+@pytest.mark.parametrize("key", ["position_2_acc_epoch", "full_acc_epoch"])
+def test_block_accuracies_outside_0_1_are_refused(key: str) -> None:
+    """The block drafters' accuracies are shares too: 1.5 is refused with the file named."""
+    with pytest.raises(CardError, match=r"an accuracy lies in \[0, 1\]"):
+        parse_val_metrics([("d/0/val_metrics.json", json.dumps({key: 1.5}))], "artifact 'draft'")
+
+
+def test_block_drafter_card_shows_validation_beside_serving(nanbeige: CardInputs) -> None:
+    """A draft whose val_metrics.json has speculators' position_<i>_acc shape (not EAGLE-3's) still gets its
+    validation-vs-serving table, the running product in the validation column, and a note saying how the
+    figures were read."""
+    files = {"eagle3": {"eagle3/0/val_metrics.json": _block_epoch(1.1, 0.8, 0.5, 0.5)}}
+    inputs = CardInputs(manifest=nanbeige.manifest, records=nanbeige.records, sections=nanbeige.sections, files=files)
+    readme = render_family(inputs, plots=False, artifacts=["eagle3"]).cards[0].readme
+    assert "| 0 | 1.100 | 0.800 / 0.500 / 0.500 | n/a |" in readme
+    assert "block-drafter shape" in readme and "(the running product of `position_<i>_acc`)" in readme
+    versus = readme.split("Validation against serving")[1].split("\n\n")[1].splitlines()
+    assert [row.split(" | ")[:2] for row in versus[2:5]] == [["| 0", "0.800"], ["| 1", "0.400"], ["| 2", "0.200"]]
+
+
+def test_a_shape_without_positions_is_a_card_note(nanbeige: CardInputs) -> None:
+    """speculators' MTP trainer writes losses only (loss_step_<i>): the card says its val_metrics.json holds no
+    acceptance by position, naming the metrics it does hold, instead of dropping the comparison silently."""
+    files = {"eagle3": {"eagle3/0/val_metrics.json": json.dumps(
+        {"loss_epoch": 2.0, "loss_step_0_epoch": 1.2, "loss_step_1_epoch": 0.8})}}
+    inputs = CardInputs(manifest=nanbeige.manifest, records=nanbeige.records, sections=nanbeige.sections, files=files)
+    readme = render_family(inputs, plots=False, artifacts=["eagle3"]).cards[0].readme
+    assert "holds no acceptance by draft position" in readme and "`loss_step_1`" in readme
+    assert "Validation against serving" not in readme
