@@ -52,8 +52,8 @@ def test_help_imports_nothing_heavy(args: list[str]) -> None:
 
 
 def test_check_accepts_the_flagship(repo_root: Path, cli: CliRun) -> None:
-    """The Nanbeige manifest of the seeds is valid and declares its five artifacts (its placeholder plugin is
-    the preflight's business: test_preflight.py)."""
+    """The Nanbeige manifest of the seeds is valid and declares its five artifacts (its plugin is the
+    preflight's business: test_preflight.py)."""
     code, out, _ = cli(["check", "--json", "--no-preflight", str(repo_root / "model_cards" / "nanbeige4.2-3b")])
     assert code == 0
     report = json.loads(out)

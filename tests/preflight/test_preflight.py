@@ -214,17 +214,23 @@ def test_plugin_without_backend_or_entry_point(fixture_family: Path, pyproject: 
     assert len(found) == 1 and expected in found[0]
 
 
-def test_flagship_reports_its_placeholder_plugin(repo_root: Path, cli: CliRun, public_hub: None) -> None:
-    """The Nanbeige manifest validates, and the preflight reports its README-only vllm_plugin/ (exit 3)."""
-    code, out, err = cli(["check", "--json", str(repo_root / "model_cards" / "nanbeige4.2-3b")])
-    assert code == ExitCode.CONFIG, err
-    report = json.loads(out)
-    assert report["ok"] is False
-    assert [p["location"] for p in report["problems"]] == ["serve.plugin"]
-    assert "README.md" in report["problems"][0]["message"]
-    assert [a["id"] for a in report["artifacts"]] == ["bf16", "fp8-dynamic", "nvfp4-fp8-loopshield", "nvfp4a16",
-                                                      "eagle3"]
-    assert any("HF_HUB_OFFLINE" in note for note in report["preflight"]["notes"])  # said, not an error
+def test_the_repository_passes_its_own_check(repo_root: Path, cli: CliRun, public_hub: None,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """`hfrelease check` with no arguments, at the repository's root, exits 0: both families, the preflight
+    included (the flagship's vllm_plugin/ is the real package, not a README placeholder), the Hub not
+    reachable (a note, not an error)."""
+    monkeypatch.chdir(repo_root)
+    code, out, err = cli(["check", "--json"])
+    assert code == 0, err
+    reports = json.loads(out)
+    assert [Path(r["manifest"]).parent.name for r in reports] == ["demo", "nanbeige4.2-3b"], reports
+    assert all(r["ok"] for r in reports), [r["problems"] for r in reports]
+    flagship = reports[1]
+    assert [a["id"] for a in flagship["artifacts"]] == ["bf16", "fp8-dynamic", "nvfp4-fp8-loopshield", "nvfp4a16",
+                                                        "eagle3"]
+    assert any("HF_HUB_OFFLINE" in note for note in flagship["preflight"]["notes"])  # said, not an error
+    code, _, err = cli(["check"])
+    assert code == 0, err
 
 
 # --- where the workflows install hfrelease from ---------------------------------------------------------

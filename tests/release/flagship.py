@@ -15,9 +15,8 @@ from hfrelease.release.workflows import WorkflowSpec, render_workflows
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = "model_cards/nanbeige4.2-3b/release.toml"
 # hfrelease is installed from the checkout itself: this repository is the tool as well as the flagship, and
-# `.` is an install line `hfrelease check` accepts (hfrelease.preflight.install). The flagship's own check
-# exits 3 on its placeholder vllm_plugin/ (README.md, "The preflight"); rendering its workflows does not
-# need the plugin, so the manifest is loaded without the preflight.
+# `.` is an install line `hfrelease check` accepts (hfrelease.preflight.install). Rendering its workflows
+# needs none of the files the preflight checks, so the manifest is loaded without it.
 # Its lock files are the ones hfrelease ships (templates/locks/), not copies under .github/locks/.
 SPEC = WorkflowSpec(manifest=MANIFEST, install=".", runner_label="gpu", environment="release",
                     lock_dir="templates/locks")
