@@ -95,3 +95,6 @@ class RunSettings:
     secrets: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))  # the runner's own environment
     leave_out: tuple[Path, ...] = ()  # more directories checkout must not copy (e.g. the local Hub's root)
+    # Variables each job gets set to an empty directory of its own (e.g. HF_HOME): the caches an ephemeral
+    # runner starts without, so nothing a job needs comes from this machine's.
+    fresh_dirs: tuple[str, ...] = ()

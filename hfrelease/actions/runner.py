@@ -185,6 +185,8 @@ class _Runner:
             if directory.exists():
                 shutil.rmtree(directory)
             directory.mkdir(parents=True)
+        for variable in self.settings.fresh_dirs:
+            (temp / variable.lower()).mkdir()
         contexts = {**self.base_contexts(job, workspace), "matrix": dict(combo), "strategy": dict(strategy)}
         name = self.job_name(job, combo, contexts)
         self.events.job_started(name)
@@ -344,7 +346,8 @@ class _Runner:
                 "GITHUB_WORKSPACE": str(state.workspace), "GITHUB_REF": github["ref"],
                 "GITHUB_REF_NAME": github["ref_name"], "GITHUB_REF_TYPE": github["ref_type"],
                 "GITHUB_EVENT_NAME": "push", "GITHUB_SHA": github["sha"], "GITHUB_RUN_ID": self.run_id,
-                "GITHUB_REPOSITORY": github["repository"], "RUNNER_OS": "Linux", "RUNNER_TEMP": str(state.temp)}
+                "GITHUB_REPOSITORY": github["repository"], "RUNNER_OS": "Linux", "RUNNER_TEMP": str(state.temp),
+                **{variable: str(state.temp / variable.lower()) for variable in self.settings.fresh_dirs}}
 
     def execute(self, argv: list[str], *, cwd: Path, env: Mapping[str, str], log_path: Path, timeout: float,
                 job: str) -> int:

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
               help="Print every vllm serve, lm_eval and (--speed) vllm bench serve command as run; start nothing.")
 @click.option("--speed", is_flag=True, help="Also run the speed anchors (workloads x speculative configs).")
 @click.option("--speed-only", is_flag=True, help="Run only the speed anchors, no gates (implies --speed).")
+@click.option("--leave-drafts", is_flag=True,
+              help="With --speed: leave configs served with a draft artifact to that draft's own job "
+                   "(--artifact DRAFT), as the release workflow's eval jobs do.")
 @click.option("--workload", "workloads", multiple=True, help="Speed anchors: only this workload id (repeatable).")
 @click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False),
               help="Where server and lm-eval logs go (default: runs/).")
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
 def eval_(
     manifest: Path, artifacts: tuple[str, ...], gates: tuple[str, ...], endpoint: str | None,
     force: bool, dry_run: bool, speed: bool, run_dir: Path | None, as_json: bool,
-    speed_only: bool = False, workloads: tuple[str, ...] = (),
+    speed_only: bool = False, workloads: tuple[str, ...] = (), leave_drafts: bool = False,
 ) -> None:
     """Serve every artifact with vLLM, run its gates, record results in the ledger, gate against the reference.
 
@@ -49,7 +52,7 @@ def eval_(
 
     A draft named with --artifact is measured without --speed: its own job of the release, which serves it
     with its target on the workloads that name it (and the target without speculation beside it), then
-    judges its draft gates.
+    judges its draft gates, with --speed --leave-drafts too (the release workflow's eval jobs' command).
     """
     from hfrelease.cli.output import print_json, show
     from hfrelease.stages.eval import EvalSettings, plan_eval_stage, run_eval_stage
@@ -57,7 +60,8 @@ def eval_(
     from hfrelease.stages.runner import exit_status
 
     settings = EvalSettings(manifest=manifest, artifacts=artifacts, gates=gates, workloads=workloads,
-                            endpoint=endpoint, force=force, speed=speed, speed_only=speed_only, run_dir=run_dir)
+                            endpoint=endpoint, force=force, speed=speed, speed_only=speed_only, run_dir=run_dir,
+                            leave_drafts=leave_drafts)
     if dry_run:
         plan = plan_eval_stage(settings)
         print_json(plan.as_dict()) if as_json else show(plan_view(plan))

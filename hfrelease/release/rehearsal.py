@@ -11,6 +11,11 @@ an artifact no job uploaded, a job that does not wait for the one it reads from 
 The Hub: with `--hub local` the built-in Hub runs for the length of the rehearsal, and the jobs see it as a
 runner sees the real Hub: `HF_ENDPOINT` in their environment, and the publish job's `secrets.HF_TOKEN` is
 its token. With a URL, jobs get that `HF_ENDPOINT` and the token of this environment (`HF_TOKEN`).
+
+A runner downloads a Hub source from the Hub, never from this machine's cache: each job gets an empty
+`HF_HOME` of its own (this environment's HF cache variables are not passed on), and with `--hub local` every
+pinned `{ hub, revision }` source must be on the rehearsal's Hub before a job starts (a fresh Hub holds no
+vendor repo: the eval jobs would 404), else exit 3 naming each one and the way out (`--hub URL`, `--hub-root`).
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ from hfrelease.release.verification import VerifiedRepo
 
 # `--hub manifest`: the manifest's [publish].endpoint, so a workflow never restates where the family goes.
 MANIFEST_HUB = "manifest"
+# This machine's Hugging Face caches and token file, which no runner has: jobs get an empty HF_HOME instead.
+_RUNNER_LACKS = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE", "TRANSFORMERS_CACHE", "HF_XET_CACHE",
+                 "HF_ASSETS_CACHE", "HF_TOKEN_PATH", "HF_HOME")
 WORKFLOW = Path(".github") / "workflows" / "release.yml"
 
 
@@ -99,11 +107,14 @@ def _check_manifest_env(workflow: Workflow, root: Path, manifest_file: Path) -> 
 
 
 @contextmanager
-def _hub_for_jobs(hub: str, *, family_root: Path, hub_root: Path) -> Iterator[tuple[str | None, str | None]]:
+def _hub_for_jobs(hub: str, *, manifest: Manifest, family_root: Path,
+                  hub_root: Path) -> Iterator[tuple[str | None, str | None]]:
     """(HF_ENDPOINT, HF_TOKEN) the jobs get: the built-in Hub's for `local`, else this environment's."""
     if hub == LOCAL:
         with open_hub(LOCAL, family_root=family_root, hub_root=hub_root) as target:
-            yield target.endpoint, target.token.value if target.token else None
+            value = target.token.value if target.token else None
+            _require_pinned_sources(manifest, endpoint=target.endpoint, token=value, hub_root=hub_root)
+            yield target.endpoint, value
         return
     token = resolve_token()
     yield (None if hub == MANIFEST_HUB else hub.rstrip("/")), token.value if token else None
@@ -141,20 +152,51 @@ def rehearse(
     work_dir.mkdir(parents=True, exist_ok=True)
     hub_root = (hub_root or work_dir / "hub").resolve()
     outer_summary = CiEnvironment.detect(env).step_summary
-    with _hub_for_jobs(hub, family_root=manifest.root, hub_root=hub_root) as (endpoint, token):
-        job_env = {k: v for k, v in env.items() if k not in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY", "GITHUB_ENV")}
+    with _hub_for_jobs(hub, manifest=manifest, family_root=manifest.root, hub_root=hub_root) as (endpoint, token):
+        job_env = {k: v for k, v in env.items()
+                   if k not in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY", "GITHUB_ENV", *_RUNNER_LACKS)}
         if endpoint is not None:
             job_env["HF_ENDPOINT"] = endpoint
         job_env.pop("HF_TOKEN", None)  # a job gets a token only where the workflow passes it (secrets.HF_TOKEN)
         secrets = {"HF_TOKEN": token} if token else {}
         settings = RunSettings(workflow=workflow, source=root, work_dir=work_dir, ref_name=release_tag,
-                               secrets=secrets, env=job_env, leave_out=(hub_root,))
+                               secrets=secrets, env=job_env, leave_out=(hub_root,), fresh_dirs=("HF_HOME",))
         run = run_workflow(settings, events)
     report = RehearsalReport(family=manifest.family.name, tag=release_tag, hub=endpoint or hub, work_dir=work_dir,
                              workflow=workflow_file, run=run, error=_stopped(run))
     if outer_summary is not None:
         append_summary(outer_summary, summary_markdown(report))
     return report
+
+
+def _require_pinned_sources(manifest: Manifest, *, endpoint: str, token: str | None, hub_root: Path) -> None:
+    """Exit 3 naming every `{ hub, revision }` source the rehearsal's built-in Hub does not hold at its commit.
+
+    On GitHub the eval jobs download them from the Hub (`HF_ENDPOINT`); here that Hub starts from `hub_root`,
+    which holds only what was published there: a vendor's repo is not in it unless its root was copied in.
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
+    api = HfApi(endpoint=endpoint, token=token)
+    problems = []
+    for index, artifact in enumerate(manifest.artifact):
+        repo, revision = artifact.source.hub, artifact.source.revision
+        if repo is None or revision is None:
+            continue
+        try:
+            api.repo_info(repo, revision=revision)
+        except (RepositoryNotFoundError, RevisionNotFoundError) as exc:
+            missing = "no such repo" if isinstance(exc, RepositoryNotFoundError) else "no such commit"
+            problems.append(ConfigProblem(location=f"artifact[{index}].source.hub", message=(
+                f"{repo}@{revision[:12]} is not on the rehearsal's built-in Hub (root {hub_root}: {missing}); "
+                "its eval jobs could not download it, as a runner does from the Hub")))
+    if problems:
+        error = ConfigError("hfrelease release --hub local", problems)
+        error.hint = ("Rehearse against a Hub that holds the pinned sources: `--hub URL` (the Hub they are on, e.g. "
+                      "one served with `hfrelease hub serve --root DIR`), or `--hub-root DIR` with a copy of the "
+                      "built-in Hub's root they were uploaded to (scripts/demo copies build/demo/hub).")
+        raise error
 
 
 def _stopped(run: RunResult) -> HfreleaseError | None:

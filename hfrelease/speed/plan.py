@@ -201,11 +201,13 @@ def plan_speed(
     force: bool = False,
     download: bool = True,
     hasher: Callable[..., ContentHash] = hash_artifact,
+    leave_drafts: bool = False,
 ) -> SpeedPlan:
     """Which servers to start and which points to measure on each; recorded points are found by input key.
 
     `artifacts` selects by served artifact or by draft artifact (naming a draft measures the configs
-    that use it).
+    that use it). `leave_drafts` leaves out every config served with a draft artifact (and the draft x target
+    matrix): the release's jobs measure those in each draft's own job (`hfrelease.speed.drafts`).
     """
     from hfrelease.ledger.provenance import versions
 
@@ -239,6 +241,8 @@ def plan_speed(
             for spec_id in workload.speculative:
                 spec = _speculative(manifest, spec_id)
                 draft_id = spec.draft if spec else None
+                if leave_drafts and draft_id is not None:
+                    continue
                 if not artifacts or artifact_id in artifacts or draft_id in artifacts:
                     chosen.append(spec_id)
             if chosen and NONE in workload.speculative and NONE not in chosen:
@@ -254,7 +258,7 @@ def plan_speed(
             if not artifacts or artifact_id in artifacts:
                 wanted.setdefault((artifact_id, NONE), []).append((workload, min(workload.concurrency), None))
         # The draft x target matrix compares targets at the workload's lowest concurrency (batch-1 where it has it).
-        for artifact_id, spec_id in _matrix_points(manifest, workload, artifacts, content_of):
+        for artifact_id, spec_id in [] if leave_drafts else _matrix_points(manifest, workload, artifacts, content_of):
             wanted.setdefault((artifact_id, spec_id), []).append((workload, min(workload.concurrency), None))
     # A point wanted twice (a matrix target that another rule measures too) is measured once.
     wanted = {key: list({(w.id, c, n): (w, c, n) for w, c, n in items}.values()) for key, items in wanted.items()}

@@ -44,6 +44,9 @@ class EvalSettings:
     force: bool = False
     speed: bool = False
     speed_only: bool = False
+    # The release's eval jobs: configs served with a draft artifact are left to that draft's own job, and a
+    # draft named runs its draft job even with `speed` (one command for every entry of the matrix).
+    leave_drafts: bool = False
     run_dir: Path | None = None  # default: runs/<family>-<stamp>
 
 
@@ -127,6 +130,7 @@ class _Resolved:
     speed: bool
     speed_only: bool
     drafts: tuple[str, ...]
+    leave_drafts: bool
 
 
 def _resolve(settings: EvalSettings) -> _Resolved:
@@ -147,7 +151,9 @@ def _resolve(settings: EvalSettings) -> _Resolved:
     # A draft's job (the release matrix runs `eval --artifact DRAFT` like any other entry): its speed
     # anchors are its gates, so it runs them without --speed; other artifacts named beside it run their gates.
     draft_ids = {d.id for d in loaded.artifact if d.kind == "draft"}
-    drafts = () if speed else tuple(a for a in artifacts if a in draft_ids)
+    drafts = () if speed and not settings.leave_drafts else tuple(a for a in artifacts if a in draft_ids)
+    if settings.leave_drafts and not speed:
+        raise UsageError("--leave-drafts says which speed anchors to run: add --speed")
     if drafts:
         speed = True
         speed_only = len(drafts) == len(artifacts)
@@ -162,7 +168,7 @@ def _resolve(settings: EvalSettings) -> _Resolved:
     if settings.endpoint is not None and len(artifacts) != 1:
         raise UsageError("--endpoint attaches to one server: name its artifact with --artifact ID")
     return _Resolved(manifest=loaded, artifacts=artifacts, gates=gates, speed=speed, speed_only=speed_only,
-                     drafts=drafts)
+                     drafts=drafts, leave_drafts=settings.leave_drafts)
 
 
 def _require_runnable(manifest: Manifest, artifacts: tuple[str, ...], gates: tuple[str, ...], *, source: str) -> None:
@@ -187,7 +193,8 @@ def _plan_speed(job: _Resolved, settings: EvalSettings, *, ledger: Ledger, cache
                            force=settings.force, download=not dry_run)
     else:
         plan = plan_speed(job.manifest, ledger=ledger, hash_cache=cache, artifacts=job.artifacts,
-                          workloads=settings.workloads, force=settings.force, download=not dry_run)
+                          workloads=settings.workloads, force=settings.force, download=not dry_run,
+                          leave_drafts=job.leave_drafts)
     cache.save()
     return plan
 

@@ -102,10 +102,14 @@ def test_the_demo_family_is_released_through_its_workflow_file(repository: Path,
         assert any("not run" in s for s in substituted), job.name
 
     # Each eval job recorded only its own artifact, in its own workspace; the merge job saw every ledger.
+    # Each also ran its speed anchors (`--speed --leave-drafts`): its no-speculation points, on the gate
+    # server; the configs served with the draft are the draft's job's (issue 27, part 3).
     jobs = work / "jobs"
     for index, artifact in enumerate(GATED, start=1):
         ledger = Ledger(jobs / f"eval-{index}" / "model_cards" / "demo" / "results")
         assert {r.artifact_id for r in ledger.records(kind="gate")} == {artifact}
+        speed = ledger.records(kind="speed")
+        assert speed and {(r.artifact_id, r.draft_artifact_id) for r in speed} == {(artifact, None)}, artifact
     merged = Ledger(jobs / "merge" / "model_cards" / "demo" / "results")
     assert sorted((r.artifact_id, r.subject_id) for r in merged.records(kind="gate")) == sorted(
         (a, g) for a in GATED for g in GATES)
@@ -137,6 +141,11 @@ def test_the_demo_family_is_released_through_its_workflow_file(repository: Path,
                 assert not any(f.startswith(".eval_results/") for f in card_files)  # no registered benchmark
             published = set(api.list_repo_files(repo, revision="v0.1"))
             assert card_files <= published, (repo, card_files - published)
+            if artifact in GATED:  # the tag push measured speed: the published cards have speed tables
+                card = Path(api.hf_hub_download(repo, "README.md", revision="v0.1",
+                                                local_dir=tmp_path / "published" / artifact)).read_text()
+                speed = card.split("\n## Speed\n", 1)[1].split("\n## ", 1)[0]
+                assert "| Config | Output tok/s |" in speed and "not measured" not in speed, (artifact, speed[:600])
         # The draft's repo ships its declared training provenance, speculators' per-epoch layout kept.
         published = set(api.list_repo_files(REPOS["draft"], revision="v0.1"))
         assert {"train_command.txt", "0/val_metrics.json", "3/val_metrics.json"} <= published, published

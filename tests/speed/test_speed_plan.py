@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from hfrelease.errors import ConfigError
+from hfrelease.errors import ConfigError, UsageError
 from hfrelease.hashing import ContentHash, FileHash
 from hfrelease.ledger.record import LedgerRecord, Metric, ServeRecord
 from hfrelease.ledger.store import Ledger
@@ -133,6 +133,26 @@ def test_quants_join_the_reference_workloads_without_speculation(fixture_family:
     # A draft's job measures its target only (its no-speculation baseline), never the quants.
     assert [j.label for j in _plan(_reference_only(base), ledger, artifacts=["draft"]).servers] == [
         "ref [none]", "ref [draft]"]
+
+
+def test_a_release_job_leaves_the_drafts_configs_to_the_drafts_job(fixture_family: Path) -> None:
+    """`eval --artifact ID --speed --leave-drafts` (the release workflow's eval jobs, issue 27 part 3): the
+    artifact's speed points without the configs served with a draft artifact, which its draft's own job
+    measures; a draft named that way still runs its draft job."""
+    from hfrelease.stages.eval import EvalSettings, _resolve
+
+    base = _reference_only(load_manifest(fixture_family))
+    ledger = Ledger(fixture_family / "results")
+    assert [j.label for j in _plan(base, ledger, artifacts=["ref"], leave_drafts=True).servers] == [
+        "ref [none]", "ref [ngram]"]
+    assert [j.label for j in _plan(base, ledger, artifacts=["ref"]).servers] == [
+        "ref [none]", "ref [ngram]", "ref [draft]"]
+    manifest = fixture_family / "release.toml"
+    job = _resolve(EvalSettings(manifest=manifest, artifacts=("draft",), speed=True, leave_drafts=True))
+    assert job.drafts == ("draft",) and job.speed_only
+    assert _resolve(EvalSettings(manifest=manifest, artifacts=("draft",), speed=True)).drafts == ()
+    with pytest.raises(UsageError, match="--leave-drafts"):
+        _resolve(EvalSettings(manifest=manifest, artifacts=("fp8",), leave_drafts=True))
 
 
 def test_draft_job_never_measures_the_quants(fixture_family: Path) -> None:
