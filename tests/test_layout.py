@@ -87,6 +87,43 @@ def test_only_the_cli_imports_click_and_rich() -> None:
     assert offenders == []
 
 
+# What draws on the terminal through Rich (a console's print, log, status or rule; a console or live display of
+# its own; Rich's own print): only `hfrelease/cli/output.py`, which never hands user text to Rich's markup.
+_RICH_PRINTING = {"print", "log", "print_json", "status", "rule", "print_exception"}
+_RICH_DRAWERS = {"rich.print", "rich.print_json", "rich.console.Console", "rich.live.Live", "rich.status.Status"}
+
+
+def _rich_printing(path: Path) -> list[str]:
+    """Where `path` prints through Rich: `<line>: <what>` for each call on a console and each drawer it imports."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _RICH_PRINTING \
+                and "console" in ast.unparse(node.func.value).lower():
+            found.append(f"{node.lineno}: {ast.unparse(node.func)}")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rich"):
+            found += [f"{node.lineno}: {node.module}.{a.name}" for a in node.names
+                      if f"{node.module}.{a.name}" in _RICH_DRAWERS]
+    return found
+
+
+def test_only_cli_output_prints_through_rich() -> None:
+    """Everything a command prints goes through `hfrelease/cli/output.py` (`show`, `say`, `echo`, `done`,
+    `working`, `live`): no other module prints through a Rich console, where a path holding `[main]` was eaten
+    as markup (`compare --hub-root ".../hub [main]"` printed `root .../hub ;`)."""
+    offenders = {module: found for module, path in _modules().items()
+                 if module != "hfrelease.cli.output" and (found := _rich_printing(path))}
+    assert offenders == {}
+
+
+def test_the_rich_scan_finds_printing(tmp_path: Path) -> None:
+    """The scan reports a console's print and a console of a module's own (so the test above cannot pass by
+    never looking)."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("from rich.console import Console\nfrom hfrelease.cli.output import err_console\n"
+                       "err_console.print(f'[green]ok[/] {path}')\n")
+    assert _rich_printing(planted) == ["1: rich.console.Console", "3: err_console.print"]
+
+
 # The command line only parses options, calls a stage and draws its report; logic found in `cli/` belongs
 # in `hfrelease/stages/` (a report's view for people included: `stages/view.py`). Lower this as cli/ shrinks.
 CLI_BUDGET = 1_025

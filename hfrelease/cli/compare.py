@@ -1,20 +1,13 @@
-"""`hfrelease compare`: parse options, call `hfrelease.compare.compare_family`, print a table, JSON or Markdown."""
+"""`hfrelease compare`: parse options, call its stage (`hfrelease.stages.cards.compare_stage`), print a table,
+JSON or Markdown."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from hfrelease.cli import options
-
-if TYPE_CHECKING:
-    from hfrelease.manifest import Manifest
-
-
-def _needs_manifest(spec: str) -> bool:
-    return spec.startswith(("git:", "hub:")) or not Path(spec).is_dir()
 
 
 @click.command()
@@ -47,18 +40,13 @@ def compare(
     and the inputs that changed between the two records. Exit 2 for a side that is not a readable ledger
     (unknown tag, unreadable ref, not a ledger, two families), 6 for a damaged record, 7 when the Hub fails.
     """
-    from hfrelease.cli.output import err_console, print_json, show
+    from hfrelease.cli.output import print_json, say, show
     from hfrelease.compare import comparison_json, comparison_markdown
-    from hfrelease.manifest import find_manifest, load_manifest
-    from hfrelease.stages.cards import read_comparison
+    from hfrelease.stages.cards import compare_stage
     from hfrelease.stages.compare_view import comparison_view
 
-    if as_json and markdown:
-        raise click.UsageError("--json and --markdown: choose one")
-    manifest: Manifest | None = None
-    if manifest_path is not None or _needs_manifest(old) or _needs_manifest(new):
-        manifest = load_manifest(find_manifest(manifest_path or Path()), check_files=False)
-    comparison = read_comparison(old, new, manifest, hub=hub, hub_root=hub_root, announce=err_console.print)
+    comparison = compare_stage(old, new, manifest_path, hub=hub, hub_root=hub_root, as_json=as_json,
+                               markdown=markdown, announce=say)
     if as_json:
         print_json(comparison_json(comparison))
     elif markdown:

@@ -21,24 +21,17 @@ def demo() -> None:
 @click.option("--seed", default=0, show_default=True, help="Training seed.")
 def build(out: Path | None, quant_python: Path | None, seed: int) -> None:
     """Train, quantize and save the demo family's artifacts (skipped when already built)."""
-    from rich.status import Status
-
-    from hfrelease.cli.output import err_console
+    from hfrelease.cli.output import done, say, working
     from hfrelease.demo.build import build_demo_family
     from hfrelease.demo.paths import default_build_dir, default_quant_python
 
     out = out or default_build_dir()
     quant_python = quant_python or default_quant_python(os.environ)
-    with Status("building the demo family", console=err_console) as status:
-
-        def progress(message: str) -> None:
-            status.update(message)
-            err_console.print(f"  {message}")
-
+    with working("building the demo family") as progress:
         artifacts = build_demo_family(out, quant_python=quant_python, seed=seed, progress=progress)
     for artifact_id, path in artifacts.items():
-        err_console.print(f"  {artifact_id:<14} {path}")
-    err_console.print(f"[green]✓[/] demo family ready in {out}")
+        say(f"  {artifact_id:<14} {path}")
+    done(f"demo family ready in {out}")
 
 
 @demo.command()
@@ -56,11 +49,11 @@ def pin(manifest: Path, build_dir: Path | None, hub_root: Path | None) -> None:
     model_cards/demo is pinned to this machine's. The draft's training provenance (train_command.txt and
     its per-epoch val_metrics.json, which the draft declares in `files`) is copied from the same build.
     """
-    from hfrelease.cli.output import err_console
+    from hfrelease.cli.output import say
     from hfrelease.demo.versions import pin_working_copy
 
     for line in pin_working_copy(manifest, build_dir=build_dir, hub_root=hub_root):
-        err_console.print(f"  {line}")
+        say(f"  {line}")
 
 
 @demo.command()
@@ -77,8 +70,8 @@ def previous(family: Path, hub_root: Path, build_dir: Path | None) -> None:
     half the epochs), pinned with that head's training provenance; it keeps only the draft, its target and
     the workloads serving the draft, so releasing it measures what comparing the two drafts needs.
     """
-    from hfrelease.cli.output import err_console
+    from hfrelease.cli.output import say
     from hfrelease.demo.versions import make_previous_release
 
     for line in make_previous_release(family, hub_root=hub_root, build_dir=build_dir):
-        err_console.print(f"  {line}")
+        say(f"  {line}")

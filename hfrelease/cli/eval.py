@@ -4,7 +4,6 @@ its report, exit by it."""
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,21 +75,12 @@ def eval_(
 @contextlib.contextmanager
 def _live(progress: LiveProgress, *, fold: str, logs: str) -> Iterator[None]:
     """`progress` drawn live while the block runs, in a GitHub Actions fold; then where the logs are (dimmed)."""
-    from rich.console import Console
-    from rich.live import Live
-
-    from hfrelease.cli.output import drawn, echo, err_console
+    from hfrelease.cli.output import echo, live
     from hfrelease.release.ci import folded
 
-    # The live view writes to its own copy of the terminal's stderr: while lm-eval and the benchmark run,
-    # descriptors 1 and 2 are sent to the run's log, and the view must keep drawing on the terminal.
-    terminal = os.fdopen(os.dup(2), "w", buffering=1)
-    live_console = Console(file=terminal, highlight=False, width=err_console.width if not terminal.isatty() else None)
     with folded(fold, lambda text: click.echo(text, err=True)):
         try:
-            with Live(get_renderable=lambda: drawn(progress.view()), console=live_console, refresh_per_second=4,
-                      transient=False, redirect_stdout=False, redirect_stderr=False):
+            with live(progress.view):  # on its own copy of the terminal's stderr (`output.live`)
                 yield
         finally:
-            terminal.close()
             echo(logs)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console, RenderableType
@@ -53,6 +54,37 @@ def print_error(message: str, *, hint: str | None = None) -> None:
 def say(text: str) -> None:
     """A message a stage announces as it goes (a Hub started, a note), on stderr, printed as written."""
     err_console.print(text, markup=False)
+
+
+def done(text: str) -> None:
+    """A finished step on stderr: a green tick, then `text` as written."""
+    err_console.print(Text.assemble(("✓", "green"), f" {text}"))
+
+
+@contextlib.contextmanager
+def working(text: str) -> Iterator[Callable[[str], None]]:
+    """A spinner saying `text` on stderr while the block runs; it yields how to say a step (on the spinner
+    and printed below it, as written)."""
+    with err_console.status(Text(text)) as spinner:
+
+        def step(message: str) -> None:
+            spinner.update(Text(message))
+            say(f"  {message}")
+
+        yield step
+
+
+@contextlib.contextmanager
+def live(view: Callable[[], Iterable[Block]]) -> Iterator[None]:
+    """`view()` redrawn while the block runs, on a copy of the terminal's stderr: lm-eval and the benchmark
+    write to descriptors 1 and 2, sent to the run's log meanwhile. Drawn like every view (`PlainConsole`)."""
+    from rich.live import Live
+
+    with os.fdopen(os.dup(2), "w", buffering=1) as terminal, Live(
+            get_renderable=lambda: drawn(view()), refresh_per_second=4, transient=False, redirect_stdout=False,
+            redirect_stderr=False, console=PlainConsole(file=terminal, highlight=False,
+                                                        width=err_console.width if not terminal.isatty() else None)):
+        yield
 
 
 def echo(text: str) -> None:

@@ -22,7 +22,7 @@ def preview(manifest: Path, out: Path | None, port: int) -> None:
     Each card is laid out in the Hub's card column at a 1200 px window; links between the family's
     repos lead to each other's pages. Render the cards first (`hfrelease render`).
     """
-    from hfrelease.cli.output import err_console
+    from hfrelease.cli.output import done, say
     from hfrelease.manifest import find_manifest, load_manifest
     from hfrelease.preview import read_preview, served_preview, write_preview
 
@@ -30,9 +30,9 @@ def preview(manifest: Path, out: Path | None, port: int) -> None:
     site = read_preview(loaded)
     if out is not None:
         pages = write_preview(site, out)
-        err_console.print(f"[green]✓[/] {len(site.cards)} cards: {pages[0]}")
+        done(f"{len(site.cards)} cards: {pages[0]}")
         return
     with served_preview(site, port=port) as url:
-        err_console.print(f"serving {len(site.cards)} cards at {url} (Ctrl-C to stop)")
+        say(f"serving {len(site.cards)} cards at {url} (Ctrl-C to stop)")
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a preview ends: exit 0, not 130
             threading.Event().wait()

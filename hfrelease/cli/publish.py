@@ -12,9 +12,9 @@ import click
 from hfrelease.cli import options
 
 if TYPE_CHECKING:
-    from rich.console import Console
     from rich.progress import Progress, TaskID
 
+    from hfrelease.cli.output import PlainConsole
     from hfrelease.publish.events import OnEvent, PublishEvent
 
 
@@ -109,7 +109,7 @@ class ReleaseProgress:
 
 
 @contextlib.contextmanager
-def release_progress(console: Console, *, enabled: bool) -> Iterator[OnEvent | None]:
+def release_progress(console: PlainConsole, *, enabled: bool) -> Iterator[OnEvent | None]:
     """The live display's event handler while the block runs (None when disabled); huggingface_hub's own tqdm
     bars are off meanwhile (`hub_client.progress_bars_off`)."""
     if not enabled:

@@ -29,11 +29,11 @@ def render(
     Every number comes from a ledger record; a gate the manifest promises but the ledger lacks stops
     the render (exit 6) naming it. Speed sections without records say "not measured".
     """
-    from hfrelease.cli.output import err_console, print_json, show
+    from hfrelease.cli.output import print_json, say, show
     from hfrelease.stages.cards import RenderSettings, render_stage, render_view
 
     report = render_stage(RenderSettings(manifest=manifest, artifacts=artifacts, plots=not no_plots, write=not diff,
-                                         since=since, hub=hub, hub_root=hub_root), announce=err_console.print)
+                                         since=since, hub=hub, hub_root=hub_root), announce=say)
     if as_json:
         print_json(report.as_dict()["changes"])
     if diff:

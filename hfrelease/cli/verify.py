@@ -33,14 +33,14 @@ def verify(
     Each file is compared with the release's MANIFEST, the Hub's LFS oid (git blob id for regular files)
     and the local bundle, when there is one. Every repo is checked and reported; exit 7 if any fails.
     """
-    from hfrelease.cli.output import err_console, print_json, say, show
+    from hfrelease.cli.output import print_json, say, show, working
     from hfrelease.stages.publish import VerifySettings, verify_stage
     from hfrelease.stages.publish_view import verify_view
 
     settings = VerifySettings(manifest=manifest, out=out, hub=hub, hub_root=hub_root, artifacts=artifacts,
                               bundle_dir=bundle_dir, serve=serve_id, attested_by=attested_by)
     report = verify_stage(settings, announce=say,
-                          serving=lambda artifact: err_console.status(f"serving the downloaded {artifact} with vLLM"))
+                          serving=lambda artifact: working(f"serving the downloaded {artifact} with vLLM"))
     print_json(report.as_dict()) if as_json else show(verify_view(report))
     if report.error is not None:
         raise report.error

@@ -1,7 +1,8 @@
 """The card stages: render the family's cards from its ledger, and lint what was rendered.
 
-`render_stage` is `hfrelease render`; `lint_stage` is `hfrelease check --cards`. With `since`, both read
-the same comparison (`read_comparison`, what `hfrelease compare` reads) for the 'Changes since' section.
+`render_stage` is `hfrelease render`; `lint_stage` is `hfrelease check --cards`; `compare_stage` is `hfrelease
+compare`. With `since`, render and lint read the same comparison (`read_comparison`, what `compare_stage` reads)
+for the 'Changes since' section.
 """
 
 from __future__ import annotations
@@ -20,6 +21,23 @@ if TYPE_CHECKING:
     from hfrelease.compare import FamilyComparison
     from hfrelease.manifest import Manifest
     from hfrelease.stages.view import Block
+
+
+def compare_stage(
+    old: str, new: str, manifest_path: Path | None, *, hub: str | None, hub_root: Path | None, as_json: bool = False,
+    markdown: bool = False, announce: Callable[[str], None] | None = None,
+) -> FamilyComparison:
+    """`hfrelease compare`: refuses `--json` with `--markdown` (exit 2), loads the manifest when one is named or a
+    side needs it (a git:REF or a release tag), and reads the comparison (`read_comparison`)."""
+    from hfrelease.errors import UsageError
+    from hfrelease.manifest import find_manifest, load_manifest
+
+    if as_json and markdown:
+        raise UsageError("--json and --markdown: choose one")
+    manifest = None
+    if manifest_path is not None or any(s.startswith(("git:", "hub:")) or not Path(s).is_dir() for s in (old, new)):
+        manifest = load_manifest(find_manifest(manifest_path or Path()), check_files=False)
+    return read_comparison(old, new, manifest, hub=hub, hub_root=hub_root, announce=announce)
 
 
 def read_comparison(

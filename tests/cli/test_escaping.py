@@ -98,3 +98,13 @@ def test_a_stages_progress_lines_and_announcements_print_as_written() -> None:
         with err_console.capture() as captured:
             write("pip install 'plugin[extra]' [bold]x[/] \x1b[2J")
         assert captured.get() == "pip install 'plugin[extra]' [bold]x[/] \\x1b[2J\n"
+
+
+def test_a_hub_root_with_brackets_prints_whole(tmp_path: Path, cli: CliRun) -> None:
+    """`compare --hub local --hub-root ".../hub [main]"` names the root as given: Rich ate `[main]` as markup
+    (it printed `root .../hub ;`) when the CLI handed the announcement to the console's markup."""
+    root = tmp_path / "hub [main]"
+    code, _, err = cli(["compare", "v0.0", "v0.1", "--manifest", str(FAMILY), "--hub", "local",
+                        "--hub-root", str(root)])
+    assert code == ExitCode.USAGE  # no such release tag on an empty Hub: read after the Hub is announced
+    assert f"(root {root}; token in {root}/token)" in " ".join(err.split())
