@@ -7,7 +7,7 @@ the tables below it hold the details.
 from __future__ import annotations
 
 from hfrelease.cards.choice import FAILS, ORIGINAL, PASSES, Facts, best_of, dominated_by, rank_key
-from hfrelease.cards.measurements import NONE
+from hfrelease.cards.measurements import EMULATED, NONE
 from hfrelease.cards.memory import MemoryFigures
 from hfrelease.cards.memory import figures as memory_figures
 from hfrelease.cards.numbers import binary_size
@@ -120,6 +120,9 @@ class ChooseTable(Summary):
             point = next((p for p in points if p.speedup is not None and p.speedup > 1), None)
         else:
             point = self.speed.best(other.id, workload.id)
+        if point is None and any(p.emulated for p in self.measured.points(artifact_id=other.id,
+                                                                          workload_id=workload.id)):
+            return Markdown(EMULATED)  # its tok/s are an emulation kernel's: in the speed tables, never compared
         if point is None:
             return Markdown("not measured")
         text = str(self.speed.tps(point, in_table=True))

@@ -36,6 +36,8 @@ from hfrelease.ledger.record import Sample
 from hfrelease.manifest import Gate, Manifest, Workload
 
 NONE = "none"  # the speculative "config" of serving without speculation
+# How a card labels speed an emulation kernel measured (`SpeedPoint.emulated`).
+EMULATED = "emulated"
 _POSITION = re.compile(r"^spec_acceptance_pos_(\d+)$")
 
 
@@ -88,6 +90,12 @@ class SpeedPoint:
     @property
     def throughput(self) -> float:
         return self.metrics["output_throughput"]
+
+    @property
+    def emulated(self) -> bool:
+        """Served by an emulation kernel (the record's `hardware.emulated`, `hfrelease.serving.emulation`): the
+        numbers are the scheme's, the speed is not, so no best config or choice is drawn from it."""
+        return bool(self.entry.record.hardware.get("emulated"))
 
     @property
     def speedup(self) -> float | None:
@@ -164,9 +172,11 @@ class FamilyMeasurements:
 
         The recorded choice when a speed-best record was derived from exactly these batch-1 points (its
         `derived_from` equals their input keys), so the card says what `hfrelease eval` decided (ties:
-        the config the workload lists first). Otherwise computed here (ties: the first config by id).
+        the config the workload lists first). Otherwise computed here (ties: the first config by id). None
+        for an artifact an emulation kernel served (`SpeedPoint.emulated`).
         """
-        batch1 = [p for p in self.points(artifact_id=artifact_id, workload_id=workload_id) if p.concurrency == 1]
+        batch1 = [p for p in self.points(artifact_id=artifact_id, workload_id=workload_id)
+                  if p.concurrency == 1 and not p.emulated]
         keys = sorted(p.entry.record.input_key for p in batch1)
         for entry in self.recorded_best.get((artifact_id, workload_id), ()):
             if entry.record.extra.get("derived_from") == keys:

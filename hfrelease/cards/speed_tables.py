@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hfrelease.cards.measurements import NONE, BestVerdict, SpeedPoint
+from hfrelease.cards.measurements import EMULATED, NONE, BestVerdict, SpeedPoint
 from hfrelease.cards.numbers import DASH, TIMES, fixed
 from hfrelease.cards.text import Markdown, code_span, escape_markdown
 from hfrelease.cards.view import CardView, Context
@@ -187,6 +187,8 @@ class SpeedTables:
         the label is the mark `SHORT_MARK`, explained under the table: said in the cell, it made
         the table wider than the card's column."""
         cell = self._tps(p)
+        if p.emulated:  # the scheme's numerics at none of its speed (hfrelease.serving.emulation)
+            cell = Markdown(f"{cell}, {EMULATED}")
         mean = p.entry.record.extra.get("mean_output_tokens")
         if short_outputs(p.entry.record) is None or not isinstance(mean, int | float):
             return cell

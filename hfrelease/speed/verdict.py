@@ -117,10 +117,13 @@ def _not_clear(top: SpeedRow, runner_up: SpeedRow | None, noise: SessionNoise | 
 
 def best_configs(manifest: Manifest, rows: Sequence[SpeedRow], noise: SessionNoise | None = None) -> list[BestConfig]:
     """The best batch-1 config of every (artifact, workload) with at least one ok batch-1 point, judged against
-    `noise` (the host's session noise, `hfrelease.speed.noise.host_noise`) and the workload's other points."""
+    `noise` (the host's session noise, `hfrelease.speed.noise.host_noise`) and the workload's other points; an
+    artifact served by an emulation kernel has none."""
     order = {w.id: list(w.speculative) for w in manifest.workload}
     groups: dict[tuple[str, str], list[SpeedRow]] = {}
     for row in rows:
+        if row.emulated:
+            continue  # an emulation kernel's speed is not the scheme's (hfrelease.serving.emulation)
         if row.concurrency == 1 and row.status == "ok" and row.input_len is None:  # a sweep's points: not the workload
             groups.setdefault((row.artifact_id, row.workload_id), []).append(row)
     best: list[BestConfig] = []
