@@ -101,9 +101,55 @@ def _probe(config_class: Any, method: str) -> tuple[DraftUse, str | None]:
     return "none", None
 
 
+def _install_key() -> str | None:
+    """What the catalog depends on, cheap to read: vLLM's version, its speculative.py (size, mtime) and whether
+    arctic-inference is installed; None where vLLM or that file is not found."""
+    import importlib.util
+    from importlib import metadata
+    from pathlib import Path
+
+    try:
+        spec = importlib.util.find_spec("vllm")
+        if spec is None or spec.origin is None:
+            return None
+        source = Path(spec.origin).parent / "config" / "speculative.py"
+        stat = source.stat()
+        arctic = importlib.util.find_spec("arctic_inference") is not None
+        return f"{metadata.version('vllm')}|{source}|{stat.st_size}|{stat.st_mtime_ns}|arctic={arctic}"
+    except (ImportError, ValueError, OSError, metadata.PackageNotFoundError):
+        return None
+
+
 @functools.cache
 def method_catalog() -> MethodCatalog:
-    """The installed vLLM's speculative methods (importing vLLM takes seconds: once per process), or the fallback."""
+    """The installed vLLM's speculative methods, or the fallback. Importing vLLM's config costs ~20 s of CPU, so
+    the catalog is kept in hfrelease's cache keyed by `_install_key` (a vLLM or arctic-inference installed,
+    upgraded or removed reads vLLM again)."""
+    import json
+
+    from hfrelease.stages.runner import cache_dir
+
+    key, path = _install_key(), cache_dir() / "vllm-speculative-methods.json"
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8")) if key else None
+    except (OSError, ValueError):
+        saved = None
+    if isinstance(saved, dict) and saved.get("key") == key:
+        return MethodCatalog(draft=saved["draft"], source=saved["source"], from_vllm=True,
+                             unavailable=saved["unavailable"])
+    catalog = _vllm_catalog()
+    if key and catalog.from_vllm:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"key": key, "draft": dict(catalog.draft), "source": catalog.source,
+                                        "unavailable": dict(catalog.unavailable)}), encoding="utf-8")
+        except OSError:
+            pass  # a read-only cache: the next process reads vLLM again
+    return catalog
+
+
+def _vllm_catalog() -> MethodCatalog:
+    """The catalog read from vLLM's SpeculativeConfig (imported here), or the fallback where it cannot be."""
     try:
         from vllm.config.speculative import SpeculativeConfig, SpeculativeMethod
     except Exception as exc:  # not installed, or a vLLM that keeps its config elsewhere

@@ -65,9 +65,11 @@ def _add_method(data: Data, method: str, use: str) -> None:
 
 
 @pytest.fixture
-def fallback_catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """vLLM's speculative config made unimportable for this test (the catalog rebuilt before and after)."""
+def fallback_catalog(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """vLLM's speculative config made unimportable for this test, in an empty cache (the catalog rebuilt before
+    and after)."""
     method_catalog.cache_clear()
+    monkeypatch.setenv("HFRELEASE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setitem(sys.modules, "vllm.config.speculative", None)
     yield
     method_catalog.cache_clear()
@@ -202,6 +204,23 @@ def test_without_vllm_the_fallback_judges_and_check_says_so(
     code, out, _ = cli(["check", str(_write(fixture_family, data)), "--no-preflight", "--json"])
     assert code == ExitCode.CONFIG
     assert any(p["location"] == "speculative[3].method" for p in json.loads(out)["problems"])
+
+
+@needs_vllm
+def test_the_catalog_is_read_from_vllm_once_per_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The catalog read from vLLM is kept in hfrelease's cache under the install's key: a second process reads
+    it without importing vLLM's config; another key (vLLM or arctic-inference changed) reads vLLM again."""
+    monkeypatch.setenv("HFRELEASE_CACHE", str(tmp_path))
+    method_catalog.cache_clear()
+    first = method_catalog()
+    assert first.from_vllm and (tmp_path / "vllm-speculative-methods.json").is_file()
+    method_catalog.cache_clear()
+    monkeypatch.setitem(sys.modules, "vllm.config.speculative", None)  # an import now would fail
+    assert method_catalog() == first
+    method_catalog.cache_clear()
+    monkeypatch.setattr(spec_methods, "_install_key", lambda: "another vLLM")
+    assert not method_catalog().from_vllm  # the key differs: vLLM read again (unimportable here: the fallback)
+    method_catalog.cache_clear()
 
 
 def test_refused_methods_are_in_the_fallback() -> None:
