@@ -16,6 +16,11 @@ Two ways to the same identity (`hfrelease.hashing`: sha256 over the sha256sum li
   wrote are found. When no Hub answers (offline, unreachable) and the Hugging Face cache already holds the
   pinned commit's snapshot, that snapshot is hashed instead: the same identity, with nothing fetched.
 
+A gated or private source is read with `HF_READ_TOKEN` when it is set (`source_token`): the release
+workflow's eval jobs get a read-only, repo-scoped token under that name, never the publish token. Only the
+source reads here (and the preflight's) pass it; vLLM, lm-eval and custom gates start without it, as
+without any credential (`hfrelease.redact.public_environment`). Unset, huggingface_hub's own token is used.
+
 The Hub is reached through huggingface_hub's own endpoint (`HF_ENDPOINT`). With `HF_HUB_OFFLINE=1` (the
 demo and CI) nothing may reach huggingface.co, but the built-in Hub on this machine is part of hfrelease:
 offline mode is lifted for a loopback endpoint only, as `hfrelease.publish.target.open_hub` does.
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +44,7 @@ if TYPE_CHECKING:
     from huggingface_hub.hf_api import RepoFile as RepoFileEntry
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+READ_TOKEN_VARIABLE = "HF_READ_TOKEN"  # noqa: S105 - the variable's name, not a token
 
 # Identities from the Hub already computed in this process: a pinned commit's files never change.
 _HUB_IDENTITIES: dict[tuple[str, str, str], ContentHash] = {}
@@ -48,6 +55,12 @@ def hub_endpoint() -> str:
     from huggingface_hub import constants
 
     return str(constants.ENDPOINT).rstrip("/")
+
+
+def source_token() -> str | None:
+    """The token source reads send: `HF_READ_TOKEN` when set, else None (huggingface_hub's own: HF_TOKEN, or
+    the one `hf auth login` stored)."""
+    return os.environ.get(READ_TOKEN_VARIABLE, "").strip() or None
 
 
 def is_loopback(url: str) -> bool:
@@ -143,7 +156,7 @@ def download_snapshot(repo: str, revision: str) -> Path:
 
     try:
         with hub_access():
-            return Path(snapshot_download(repo, revision=revision, endpoint=hub_endpoint()))
+            return Path(snapshot_download(repo, revision=revision, endpoint=hub_endpoint(), token=source_token()))
     except Exception as exc:  # huggingface_hub raises many types (HTTP, offline, not found): all say the same
         raise _hub_error(repo, revision, exc) from exc
 
@@ -173,8 +186,8 @@ def hub_listing(repo: str, revision: str) -> list[RepoFileEntry]:
 
     try:
         with hub_access():
-            return [e for e in HfApi(endpoint=hub_endpoint()).list_repo_tree(repo, revision=revision, recursive=True)
-                    if isinstance(e, RepoFile)]
+            api = HfApi(endpoint=hub_endpoint(), token=source_token())
+            return [e for e in api.list_repo_tree(repo, revision=revision, recursive=True) if isinstance(e, RepoFile)]
     except Exception as exc:  # see download_snapshot
         raise _hub_error(repo, revision, exc) from exc
 
@@ -185,7 +198,7 @@ def hub_file(repo: str, path: str, revision: str) -> Path:
 
     try:
         with hub_access():
-            return Path(hf_hub_download(repo, path, revision=revision, endpoint=hub_endpoint()))
+            return Path(hf_hub_download(repo, path, revision=revision, endpoint=hub_endpoint(), token=source_token()))
     except Exception as exc:  # see download_snapshot
         raise _hub_error(repo, revision, exc) from exc
 

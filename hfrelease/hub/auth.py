@@ -1,5 +1,9 @@
 """Who may write: the tokens the server was given, or one it made and keeps in `<root>/token` (mode 0600).
 
+Read tokens (`ReadScope`) stand for the Hub's fine-grained read-only tokens: each reads the private repos
+it names (and every public one), and is refused (403) anything that writes: the credential the release
+workflow's eval jobs get for gated or private sources (`HF_READ_TOKEN`).
+
 The token itself is never printed or logged; only the path of the file holding it is announced.
 LFS upload URLs carry no Authorization header (huggingface_hub PUTs to them like to a presigned S3 URL), so
 they are signed with an HMAC key kept in `<root>/lfs-signing-key` instead.
@@ -11,7 +15,7 @@ import hashlib
 import hmac
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +66,35 @@ class Credentials:
         if any(hmac.compare_digest(token.encode(), known.encode()) for known in self.tokens):
             return self.user
         raise errors.unauthorized(INVALID_CREDENTIALS)
+
+
+@dataclass(frozen=True)
+class ReadScope:
+    """A read-only token's reach: the private repos it may read; it writes nothing."""
+
+    repos: frozenset[str]
+
+    def user_for(self, *, user: str, repo: str | None, access: str) -> str | None:
+        """Who the token is for this request: `user` on its own repos, anonymous on any other (a private one
+        then looks missing, as to anyone); a write, or an account action, is refused."""
+        if access not in ("anyone", "read"):
+            raise errors.forbidden("This token is read-only: it cannot write or act for its user")
+        return user if repo in self.repos else None
+
+
+def read_scopes(tokens: Mapping[str, Sequence[str]]) -> dict[str, ReadScope]:
+    """Each read token with the private repos it may read."""
+    return {token: ReadScope(frozenset(repos)) for token, repos in tokens.items()}
+
+
+def read_scope_of(scopes: Mapping[str, ReadScope], authorization: str | None) -> ReadScope | None:
+    """The scope of a read token in an `Authorization: Bearer` header, or None (not a read token)."""
+    scheme, _, token = (authorization or "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return next((scope for known, scope in scopes.items() if hmac.compare_digest(token.encode(), known.encode())),
+                None)
 
 
 class UrlSigner:

@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from hfrelease.hub import errors, routes
-from hfrelease.hub.auth import DEFAULT_USER, Credentials, UrlSigner
+from hfrelease.hub.auth import DEFAULT_USER, Credentials, ReadScope, UrlSigner, read_scope_of, read_scopes
 from hfrelease.hub.collection_store import CollectionStore
 from hfrelease.hub.endpoints import Endpoints
 from hfrelease.hub.endpoints.base import TREE_PAGE_SIZE
@@ -47,9 +47,13 @@ class _App:
     faults: FaultInjector
     fault_injection: bool
     oidc: OidcExchange | None = None
+    read_scopes: Mapping[str, ReadScope] = field(default_factory=dict)
 
-    def authenticate(self, authorization: str | None) -> tuple[str | None, str | None]:
-        """The user behind the header, and the repo its token is scoped to (a trusted-publishing token)."""
+    def authenticate(self, authorization: str | None) -> tuple[str | None, str | ReadScope | None]:
+        """The user behind the header, and what its token is scoped to: a repo (a trusted-publishing token),
+        the private repos a read-only token may read, or nothing (a write token, or anonymous)."""
+        if (read := read_scope_of(self.read_scopes, authorization)) is not None:
+            return self.credentials.user, read
         if self.oidc is not None and authorization:
             scheme, _, token = authorization.partition(" ")
             scope = self.oidc.scope(token.strip()) if scheme.lower() == "bearer" else None
@@ -175,7 +179,9 @@ class _Handler(BaseHTTPRequestHandler):
             user, scope = (None, None) if endpoint == "oidc-id-token" else app.authenticate(
                 self.headers.get("Authorization"))
             repo = route.repo.repo_id if route.repo else None
-            if scope is not None:
+            if isinstance(scope, ReadScope):
+                user = scope.user_for(user=self.server.app.credentials.user, repo=repo, access=route.access)
+            elif scope is not None:
                 check_scope(scope, repo=repo, access=route.access)
             # Repo routes carry the revision first among their path arguments (when they name one).
             revision = route.args[0] if route.repo and route.args else None
@@ -322,11 +328,13 @@ def serve(
     fault_injection: bool = False,
     tree_page_size: int = TREE_PAGE_SIZE,
     oidc: OidcSettings | None = None,
+    read_tokens: Mapping[str, Sequence[str]] | None = None,
 ) -> HubServer:
     """Start a Hub server on a background thread; `port=0` picks a free port (read it from `.url`).
 
     Without `tokens`, the server makes one (or reuses the one from an earlier start) and keeps it in
-    `<root>/token` with mode 0600; `HubServer.token_file` names that file.
+    `<root>/token` with mode 0600; `HubServer.token_file` names that file. `read_tokens` maps each read-only
+    token to the private repos it may read (`hfrelease.hub.auth.ReadScope`).
     """
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -345,7 +353,7 @@ def serve(
         stats=stats, faults=faults, tree_page_size=tree_page_size, oidc=exchange,
     )  # fmt: skip
     app = _App(endpoints=endpoints, credentials=credentials, stats=stats, faults=faults,
-               fault_injection=fault_injection, oidc=exchange)  # fmt: skip
+               fault_injection=fault_injection, oidc=exchange, read_scopes=read_scopes(read_tokens or {}))  # fmt: skip
     try:
         httpd = _HTTPServer((host, port), app)
     except OSError as error:

@@ -43,12 +43,13 @@ def run_preflight(
     api_factory: Callable[[str], HfApi] | None = None,
 ) -> PreflightReport:
     """Every preflight check of `manifest`. `hub=False` asks the Hub nothing (offline or quick use)."""
+    from hfrelease.actions.isolation import workflow_problems
     from hfrelease.preflight.checkpoints import scheme_problems, weights_problems
     from hfrelease.preflight.install import workflow_install_problems
     from hfrelease.preflight.plugins import plugin_problems
     from hfrelease.preflight.tasks import task_problems
     from hfrelease.preflight.template import thinking_problems
-    from hfrelease.release.workflows import repository_root
+    from hfrelease.release.workflows import PREREQUISITES, repository_root
 
     started = time.monotonic()
     problems: list[ConfigProblem] = [*plugin_problems(manifest)]
@@ -70,7 +71,11 @@ def run_preflight(
     problems += found
     if hub:
         notes += unread
-    problems += workflow_install_problems(repository_root(manifest.root))
+    root = repository_root(manifest.root)
+    problems += workflow_install_problems(root)
+    problems += workflow_problems(root)
+    if (root / ".github" / "workflows" / "release.yml").is_file():
+        notes += [f"the release workflow needs (not checked): {item}" for item in PREREQUISITES]
     return PreflightReport(problems=tuple(problems), notes=tuple(notes), seconds=time.monotonic() - started)
 
 

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from hfrelease.errors import ConfigProblem
 from hfrelease.hashing import WEIGHT_SUFFIX
 from hfrelease.manifest import Manifest
-from hfrelease.sources import hub_endpoint, is_loopback
+from hfrelease.sources import hub_endpoint, is_loopback, source_token
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -116,7 +116,8 @@ def hub_checks(manifest: Manifest, *, api_factory: Callable[[str], HfApi] | None
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
-    make = api_factory or (lambda endpoint: HfApi(endpoint=endpoint))
+    # Sources are read with the eval jobs' read-only token when it is set (`hfrelease.sources.source_token`).
+    make = api_factory or (lambda endpoint: HfApi(endpoint=endpoint, token=source_token()))
     sources_at = hub_endpoint()
     tags_at = manifest.publish.endpoint.rstrip("/")
     tags_at = sources_at if tags_at == _DEFAULT_ENDPOINT else tags_at

@@ -183,3 +183,21 @@ def repository_settings(
         "GitHub: Settings > Code security > Dependabot: enable version updates (.github/dependabot.yml keeps the "
         "action pins and the lock files current).",
     ]
+
+
+# What the tag-push release needs and cannot check itself (issue 28, part 5): `init --github` prints these,
+# `check` notes them for a repository with a release workflow.
+PREREQUISITES = (
+    "Attestations (actions/attest) need a public repository, or GitHub Enterprise Cloud for a private one: "
+    "elsewhere the attest step fails and nothing is published.",
+    "actions/setup-python needs a runner OS it has builds for (GitHub-hosted Ubuntu, or a self-hosted runner "
+    "with a supported Linux); otherwise install Python on the runner and drop that step.",
+    "The CUDA lock (release-cuda.txt) installs CUDA 13 wheels: the GPU runners need a driver for CUDA 13.",
+    "The eval jobs have no Hub token: a gated or private source fails unless the repository has an "
+    "HF_READ_TOKEN secret, a fine-grained read-only token scoped to those source repos (never HF_TOKEN).",
+    "A push of more than three tags at once starts no workflow (GitHub's events-that-trigger-workflows docs, "
+    "push: 'Events will not be created for tags when more than three tags are pushed at once'): push release "
+    "tags one at a time.",
+    "A fork's pull request can run a workflow on the self-hosted GPU runners: Settings > Actions > General > "
+    "'Require approval for all outside collaborators', and no self-hosted job on pull_request triggers.",
+)

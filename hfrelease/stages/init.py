@@ -29,6 +29,8 @@ class InitReport:
     # With --github: the repository settings the workflows cannot make, one step each (README: Releasing
     # from GitHub Actions); they name the family's published repos, so they are read from the written manifest.
     setup: tuple[str, ...] | None = None
+    # With --github: what the release needs that nothing can check (`hfrelease.release.workflows.PREREQUISITES`).
+    prerequisites: tuple[str, ...] = ()
 
 
 def init_stage(settings: InitSettings) -> InitReport:
@@ -39,10 +41,12 @@ def init_stage(settings: InitSettings) -> InitReport:
     setup = None
     if settings.github is not None:
         from hfrelease.manifest import load_manifest
-        from hfrelease.release.workflows import repository_settings
+        from hfrelease.release.workflows import PREREQUISITES, repository_settings
 
         loaded = load_manifest(settings.directory, check_files=False)
         setup = tuple(repository_settings(settings.github, repos=[a.repo for a in loaded.artifact if a.publish]))
+        return InitReport(directory=settings.directory, written=tuple(written), setup=setup,
+                          prerequisites=PREREQUISITES)
     return InitReport(directory=settings.directory, written=tuple(written), setup=setup)
 
 
@@ -51,6 +55,10 @@ def init_view(report: InitReport) -> list[Block]:
     view: list[Block] = [line(f"  wrote {path}", err=True, wrap=True) for path in report.written]
     view.append(line(Styled("✓", "green"), f" scaffolded {report.directory}: edit release.toml, then "
                      f"`hfrelease check {report.directory}`", err=True, wrap=True))
+    if report.prerequisites:
+        view.append(line("What the release needs that hfrelease cannot check (`hfrelease check` notes these too):",
+                         err=True, wrap=True))
+        view += [line(f"  - {item}", err=True) for item in report.prerequisites]
     if report.setup is not None:
         view.append(line("Before the first release tag, set up the repositories (README: Releasing from GitHub "
                          "Actions):", err=True, wrap=True))

@@ -87,9 +87,22 @@ def _unpinned_hfrelease_in_publish(data: dict[str, Any]) -> None:
     data["env"]["HFRELEASE"] = "git+https://github.com/acme/hfrelease@main"
 
 
+def _read_token_in_publish(data: dict[str, Any]) -> None:
+    _step(data, "publish", "--only publish")["env"]["HF_READ_TOKEN"] = "${{ secrets.HF_READ_TOKEN }}"
+
+
+def _secret_in_workflow_env(data: dict[str, Any]) -> None:
+    data["env"]["HF_READ_TOKEN"] = "${{ secrets.HF_READ_TOKEN }}"
+
+
+def _fork_pull_requests_on_the_gpu_pool(data: dict[Any, Any]) -> None:
+    data["on"] = {**data.pop(True), "pull_request_target": {}}  # PyYAML reads the key `on` as True
+
+
 @pytest.mark.parametrize("plant", [_token_in_eval, _id_token_in_bundle, _vllm_in_publish, _unlocked_install_in_publish,
                                    _publish_builds_the_plugin, _eval_in_publish, _write_all_in_merge,
-                                   _unpinned_hfrelease_in_publish])
+                                   _unpinned_hfrelease_in_publish, _read_token_in_publish, _secret_in_workflow_env,
+                                   _fork_pull_requests_on_the_gpu_pool])
 @pytest.mark.parametrize("render", [_flagship, _family], ids=["flagship", "init-github"])
 def test_a_planted_violation_is_found(render: Callable[[], dict[str, Any]],
                                       plant: Callable[[dict[str, Any]], None]) -> None:
@@ -100,3 +113,19 @@ def test_a_planted_violation_is_found(render: Callable[[], dict[str, Any]],
     assert problems, plant.__name__
     text = "\n".join(p.render() for p in problems)
     assert "job " in text
+
+
+def test_the_read_token_is_allowed_beside_eval_and_nothing_else_is() -> None:
+    """The eval step's HF_READ_TOKEN is no problem; HF_TOKEN there is, named with the secret it reads; a fork
+    pull request on the self-hosted jobs is refused unless the job's `if:` keeps forks out."""
+    data = _flagship()
+    assert "HF_READ_TOKEN" in repr(_step(data, "eval", "hfrelease eval")["env"]) and isolation_problems(data) == []
+    _token_in_eval(data)
+    assert next(p.render() for p in isolation_problems(data)).startswith("job eval: reads a secret (HF_TOKEN)")
+    data = _flagship()
+    data.pop(True)  # PyYAML reads the key `on` as True
+    data["on"] = {"pull_request": {}}
+    assert {p.job for p in isolation_problems(data)} == {"eval", "merge", "bundle"}
+    for job in ("eval", "merge", "bundle"):
+        data["jobs"][job]["if"] = "github.event.pull_request.head.repo.fork == false"
+    assert isolation_problems(data) == []

@@ -130,10 +130,16 @@ def test_release_job_graph(name: str) -> None:
     assert 'hfrelease check --cards "$MANIFEST" --since previous' in render_runs
     publish_runs = " ".join(s.get("run", "") for s in jobs["publish"]["steps"])
     assert "--from-bundle release-bundle" in publish_runs and "--require-hashes" in publish_runs
-    # Only the publish job meets the protected environment or a secret.
+    # Only the publish job meets the protected environment or a write secret; the jobs that read the sources
+    # (check, eval, merge's gate step) get the read-only HF_READ_TOKEN, on those steps only, and publish never.
     for job_id, job in jobs.items():
         assert ("environment" in job) == (job_id == "publish"), job_id
-        assert ("secrets." in yaml.safe_dump(job)) == (job_id == "publish"), job_id
+        named = set(re.findall(r"secrets\.(\w+)", yaml.safe_dump(job)))
+        assert named == ({"HF_TOKEN"} if job_id == "publish" else
+                         {"HF_READ_TOKEN"} if job_id in ("check", "eval", "merge") else set()), job_id
+        reading = [s for s in job["steps"] if "HF_READ_TOKEN" in (s.get("env") or {})]
+        assert [s["env"]["HF_READ_TOKEN"] for s in reading] == ["${{ secrets.HF_READ_TOKEN }}"] * (job_id != "publish"
+                                                                                                   and bool(named))
     assert jobs["publish"]["environment"]["name"] == environment
     uploads = [s for s in jobs["eval"]["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert uploads[0]["with"]["name"] == "ledger-${{ matrix.artifact }}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.hub_fixtures import api, hub, hub_root, repo  # noqa: F401 (fixtures)
+from tests.sources.test_hub_sources import hub_client, hub_family  # noqa: F401 (fixtures of test_read_token.py too)
 
 
 @pytest.fixture(autouse=True)

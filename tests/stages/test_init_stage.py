@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hfrelease.errors import UsageError
-from hfrelease.release.workflows import WorkflowSpec, repository_settings
+from hfrelease.release.workflows import PREREQUISITES, WorkflowSpec, repository_settings
 from hfrelease.scaffold import FamilySpec
 from hfrelease.stages.init import InitReport, InitSettings, init_stage, init_view
 from hfrelease.stages.view import Line
@@ -58,3 +58,18 @@ def test_workflow_options_without_github_exit_2(tmp_path: Path, cli: CliRun) -> 
                         "--runner-label", "a100", "--environment", "prod"])
     assert code == 2 and "--runner-label and --environment only apply with --github" in err
     assert not (tmp_path / "fam").exists()
+
+
+def test_init_with_github_states_what_nothing_can_check(tmp_path: Path) -> None:
+    """With --github, the prerequisites (attestations, setup-python's OS, the CUDA 13 driver, the eval jobs'
+    read token, GitHub's three-tag limit, fork pull requests on the GPU runners) are printed, each once."""
+    (tmp_path / ".git").mkdir()
+    spec = WorkflowSpec(manifest="release.toml", install="git+https://example.org/hfrelease@abc")
+    report = init_stage(InitSettings(directory=tmp_path / "fam", family=FAMILY, github=spec))
+    assert report.prerequisites == PREREQUISITES
+    text = "\n".join(_text(report))
+    needles = ("public repository, or GitHub Enterprise Cloud", "setup-python needs", "a driver for CUDA 13",
+               "HF_READ_TOKEN secret", "more than three tags at once", "fork's pull request")
+    for needle in needles:
+        assert text.count(needle) == 1, needle
+    assert not init_stage(InitSettings(directory=tmp_path / "b", family=FAMILY)).prerequisites
