@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from hfrelease.errors import EnvironmentProblem
+from hfrelease.errors import ConfigProblem, EnvironmentProblem
 from hfrelease.resources import source_root
 
 
@@ -32,3 +33,27 @@ def default_quant_python(env: Mapping[str, str]) -> Path:
             hint="Run scripts/setup (it creates .venv-quant), or set HFRELEASE_QUANT_PYTHON.",
         )
     return candidate
+
+
+_MISSING = re.compile(r"^(?:directory|file) '(?P<path>[^']+)' does not exist")
+
+
+def unbuilt_demo_note(manifest: Path, problems: Sequence[ConfigProblem]) -> str | None:
+    """What to say instead of `problems` when `manifest` is this checkout's demo family and nothing of its
+    build is here (a fresh clone: no build/demo at all) and every problem is a path under it that does not
+    exist; None otherwise (a partial build, any other problem or manifest: the problems stand)."""
+    root = source_root()
+    if root is None or manifest.resolve() not in {root / "model_cards" / "demo", root / "model_cards" / "demo" /
+                                                  "release.toml"}:
+        return None
+    build = root / "build" / "demo"
+    if build.exists() or not problems:
+        return None
+    family = root / "model_cards" / "demo"
+    for problem in problems:
+        missing = _MISSING.match(problem.message)
+        if missing is None or not (family / missing.group("path")).resolve().is_relative_to(build):
+            return None
+    return (f"{manifest}: the demo family is not built here ({build} does not exist): its {len(problems)} "
+            "local sources and task directories, its serve args and its preflight are checked once "
+            "`hfrelease demo build` has made them")

@@ -92,6 +92,12 @@ def _check_one(path: Path, settings: CheckSettings, *, announce: Callable[[str],
     try:
         manifest = _validated(path, announce=None if quiet else announce)
     except ConfigError as exc:
+        # `hfrelease check` with no arguments in a fresh clone: the demo family names what `hfrelease demo
+        # build` makes, which is not there yet. A note, not an error; a demo named on the command line, a
+        # partial build or any other problem stays an error.
+        unbuilt = None if settings.manifests else _unbuilt_demo(path, exc.problems)
+        if unbuilt is not None:
+            return unbuilt
         return ManifestCheck(path=path, result={"manifest": exc.source, "ok": False,
                                                 "problems": _problems(exc.problems)}, errors=((exc.message, exc.hint),))
     summary, errors = summarize(manifest), list[tuple[str, str | None]]()
@@ -121,6 +127,19 @@ def _check_one(path: Path, settings: CheckSettings, *, announce: Callable[[str],
                            "Re-render with `hfrelease render` (never edit numbers by hand)."))
     return ManifestCheck(path=path, result={"manifest": str(path), "ok": not errors, **summary}, manifest=manifest,
                          errors=tuple(errors), notes=tuple(notes), linted=linted)
+
+
+def _unbuilt_demo(path: Path, problems: Sequence[ConfigProblem]) -> ManifestCheck | None:
+    from hfrelease.check import summarize
+    from hfrelease.demo.paths import unbuilt_demo_note
+    from hfrelease.manifest import load_manifest
+
+    said = unbuilt_demo_note(path, problems)
+    if said is None:
+        return None
+    manifest = load_manifest(path, check_files=False)
+    return ManifestCheck(path=path, result={"manifest": str(path), "ok": True, **summarize(manifest), "notes": [said]},
+                         manifest=manifest, notes=(said,))
 
 
 def release_check(path: Path) -> tuple[Manifest, tuple[str, ...]]:

@@ -71,3 +71,35 @@ def test_check_cards_says_which_cards_it_linted(fixture_family: Path, monkeypatc
     code, _, err = cli(["check", "--cards", str(fixture_family)])
     assert code == ExitCode.CONFIG
     assert "linted 1 of 3 cards of" in " ".join(err.split()) and ": 1 problem (above)" in " ".join(err.split())
+
+
+def _fresh_clone(repo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The demo family as a fresh clone has it (its manifest, prompts, sections; no build/demo), as cwd and as
+    hfrelease's source checkout."""
+    root = tmp_path / "clone"
+    shutil.copytree(repo_root / "model_cards" / "demo", root / "model_cards" / "demo",
+                    ignore=shutil.ignore_patterns("results*", "cards", "*.png"))
+    monkeypatch.setattr("hfrelease.demo.paths.source_root", lambda: root)
+    monkeypatch.chdir(root)
+    return root
+
+
+def test_check_without_arguments_notes_an_unbuilt_demo(repo_root: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a fresh clone (no build/demo at all), `check` with no arguments says the demo is not built, a note,
+    and exits 0; named on the command line, or with a partial build, its missing directories stay errors."""
+    root = _fresh_clone(repo_root, tmp_path, monkeypatch)
+    report = check_stage(CheckSettings(offline=True))
+    assert report.exit_code == ExitCode.OK, [c.errors for c in report.checks]
+    (check,) = report.checks
+    assert len(check.notes) == 1 and "the demo family is not built here" in check.notes[0], check.notes
+    assert "`hfrelease demo build`" in check.notes[0]
+    assert check.result["artifacts"][0]["id"] == "reference"
+
+    named = check_stage(CheckSettings(manifests=(root / "model_cards" / "demo",), offline=True))
+    assert named.exit_code == ExitCode.CONFIG
+    locations = {p["location"] for p in named.checks[0].result["problems"]}
+    assert locations >= {"artifact[1].source.path", "gate[0].task_dir"}
+
+    (root / "build" / "demo").mkdir(parents=True)  # a partial build: what is missing is an error
+    assert check_stage(CheckSettings(offline=True)).exit_code == ExitCode.CONFIG
