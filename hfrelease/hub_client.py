@@ -116,7 +116,9 @@ def install(*, read: float | None = None) -> None:
 def progress_bars_off() -> Iterator[None]:
     """huggingface_hub's tqdm bars off while the block runs, back on after if they were on: a caller drawing
     its own progress on the terminal would be garbled by them, and already counts the bytes they would."""
-    # Documented public helpers, exported lazily by huggingface_hub.utils, which mypy cannot see.
+    # Documented public helpers, exported lazily by huggingface_hub.utils, which mypy cannot see (made lazy in
+    # https://github.com/huggingface/huggingface_hub/pull/4914; the lazy facades' typing:
+    # https://github.com/huggingface/huggingface_hub/issues/1662).
     from huggingface_hub.utils import (  # type: ignore[attr-defined]
         are_progress_bars_disabled,
         disable_progress_bars,

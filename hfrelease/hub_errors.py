@@ -47,7 +47,8 @@ def hub_failure(error: BaseException, *, doing: str | None = None) -> HubError |
         )
     if isinstance(error, LocalEntryNotFoundError) and error.__cause__ is not None:
         # hf_hub_download / snapshot_download raise a failed HEAD (a 404, 5xx, lost connection) as "cannot find
-        # the requested files in the local cache", raised from the Hub's answer: that answer is the failure.
+        # the requested files in the local cache", raised from the Hub's answer: that answer is the failure
+        # (LocalEntryNotFoundError for a connection problem too: https://github.com/huggingface/huggingface_hub/pull/985).
         return hub_failure(error.__cause__, doing=doing)
     if isinstance(error, httpx2.TransportError):
         where = _origin(str(error.request.url)) if _has_request(error) else "the Hub"

@@ -89,7 +89,8 @@ class LmEvalCall:
 
 def _json(value: Any) -> str:
     # JSON, not lm-eval's key=value form: that form splits on commas and re-types values ("1e5" becomes a
-    # float, "None" None), JSON keeps each value as the Python call receives it.
+    # float, "None" None), JSON keeps each value as the Python call receives it. Upstream: a value holding a
+    # comma is split (https://github.com/EleutherAI/lm-evaluation-harness/issues/1677).
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 

@@ -7,7 +7,8 @@ budget thinking), requests that failed after every attempt, and progress for the
 taken from lm-eval's own results dict, so the number recorded is the number lm-eval reports.
 
 Each answered request is kept on disk as it arrives (`RequestCache`: lm-eval's own request cache, its
-`use_cache` sqlite file, plus each answer's finish reason, which lm-eval does not keep), so a gate
+`use_cache` sqlite file, plus each answer's finish reason, which lm-eval does not keep: an open upstream PR
+would log stop reasons, https://github.com/EleutherAI/lm-evaluation-harness/pull/3709), so a gate
 interrupted by a dead or stalled server, a timeout or Ctrl-C resumes from its answered requests instead
 of sending them all again.
 

@@ -2,7 +2,8 @@
 
 Every `TaskManager` lm-eval makes reads all ~15,000 task YAML files of its installation again (lm-eval 0.4.13,
 `lm_eval/tasks/manager.py`: `TaskIndex.build` over its own directory, then the include path): 7 s of CPU on
-a 2-core machine, 15 s of wall time when a vLLM server shares it, for every gate. Its index is built root by
+a 2-core machine, 15 s of wall time when a vLLM server shares it, for every gate (upstream's report of the slow
+`TaskManager.__init__`: https://github.com/EleutherAI/lm-evaluation-harness/pull/2777). Its index is built root by
 root, each root's entries on their own, then merged in order (a later root's task overrides an earlier
 one's), so the part of lm-eval's own directory, which does not change while a process runs, can be built
 once and merged with the include path's part as lm-eval would. `install()` makes lm-eval's task manager

@@ -15,7 +15,9 @@ from pathlib import Path
 
 from huggingface_hub import HfApi, hf_hub_url, hf_raise_for_status, snapshot_download
 
-# Documented public helpers (huggingface_hub's "Utilities" reference), exported lazily, which mypy cannot see.
+# Documented public helpers (huggingface_hub's "Utilities" reference), exported lazily, which mypy cannot see
+# (`utils` made lazy: https://github.com/huggingface/huggingface_hub/pull/4914; the lazy facades' typing:
+# https://github.com/huggingface/huggingface_hub/issues/1662).
 from huggingface_hub.utils import build_hf_headers, http_backoff  # type: ignore[attr-defined]
 
 from hfrelease.bundle import ATTESTATION_NAME, MANIFEST_NAME, RepoBundle, parse_manifest
