@@ -52,7 +52,8 @@ class ChooseTable(Summary):
             keys.append((1,) if own is None else (0, *rank_key(own, dominated=beaten is not None)))
         order = sorted(range(len(rows)), key=lambda i: keys[i])
         return {"rows": [rows[i] for i in order], "memory": memory,
-                "workload": escape_markdown(workload.label or workload.id) if workload else None}
+                "workload": escape_markdown(workload.label or workload.id) if workload else None,
+                "noise": self.measured.noise is not None}
 
     def facts(self, workload: Workload | None) -> dict[str, Facts]:
         """What each shown artifact that is not a draft gives a reader, as numbers (`choice.Facts`)."""
@@ -73,7 +74,7 @@ class ChooseTable(Summary):
     def dominator(self, artifact: Artifact, facts: dict[str, Facts]) -> Artifact | None:
         """The published artifact that beats `artifact` on every column of the table, if one does."""
         own = facts.get(artifact.id)
-        beaten = dominated_by(own, facts.values()) if own is not None else None
+        beaten = dominated_by(own, facts.values(), self.measured.noise) if own is not None else None
         return self.manifest.artifact_by_id(beaten.artifact_id) if beaten is not None else None
 
     def _quality_level(self, other: Artifact) -> int | None:
@@ -157,7 +158,7 @@ class ChooseTable(Summary):
         # quality is what passing means); "fastest" and "smallest" by the same noise rule as domination.
         peers = [f for f in facts.values() if f.quality is not None and f.quality >= PASSES and f.published
                  and self.dominator(self.manifest.artifact_by_id(f.artifact_id), facts) is None]
-        said = best_of(facts[other.id], peers) if other.id in facts else []
+        said = best_of(facts[other.id], peers, self.measured.noise) if other.id in facts else []
         if said:
             return Markdown(f"{' and '.join(said)} that passes")
         return Markdown("passes, smaller weights" if other.kind == "quant" else "passes every gate")

@@ -6,6 +6,8 @@ A draft serves inside its target's server, so its figures are its target's speed
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hfrelease.cards.acceptance_spread import (
     identical_outputs,
     identical_share,
@@ -14,11 +16,14 @@ from hfrelease.cards.acceptance_spread import (
     with_interval,
 )
 from hfrelease.cards.measurements import NONE, SpeedPoint
-from hfrelease.cards.numbers import fixed
+from hfrelease.cards.numbers import TIMES, fixed
 from hfrelease.cards.speed_tables import SpeedTables
 from hfrelease.cards.text import Markdown, code_span, escape_markdown
 from hfrelease.cards.view import CardView, Context
 from hfrelease.manifest import Artifact
+
+if TYPE_CHECKING:
+    from hfrelease.speed.verdict import DraftCheck
 
 
 class DraftTables:
@@ -155,6 +160,35 @@ class DraftTables:
         return {"measured": bool(rows), "rows": rows, "gates": self.draft_gates(artifact),
                 "outputs": self.outputs(artifact)}
 
+    def _judged_speedup(self, check: DraftCheck, p: SpeedPoint, served: list[SpeedPoint]) -> Markdown | None:
+        """The speedup gate's cell: the batch-1 speedup or, where the gate's figure is another point's (the
+        lowest over the workload's points) or a bound between sessions, that figure and the point it was
+        judged at (every number registered: the card lint traces each one of a measured block)."""
+        batch1 = self.speed.speedup(p)
+        if batch1 is None or check.judged is None:
+            return batch1
+        same = [q for q in served if (q.workload.id, q.speculative) == (p.workload.id, p.speculative)
+                and q.speedup is not None]
+        lowest = min(same, key=lambda q: q.speedup or 0.0, default=p)
+        if lowest is p and check.judged_over is None:
+            return batch1
+        at = ""
+        if lowest.input_len:
+            at = " at input " + self.numbers.add(f"{self.speed.point_id(lowest)}.input_len",
+                                                 f"input tokens, {lowest.workload.id} on {lowest.artifact_id}",
+                                                 str(lowest.input_len), [lowest.entry]) + " tokens"
+        elif lowest is not p:
+            at = " at concurrency " + self.numbers.add(f"{self.speed.point_id(lowest)}.concurrency",
+                                                       f"concurrency, {lowest.workload.id} on {lowest.artifact_id}",
+                                                       str(lowest.concurrency), [lowest.entry])
+        over = ", lower bound between sessions" if check.judged_over == "sessions" else ""
+        figure = self.numbers.add(
+            f"{self.speed.point_id(p)}.speedup_gate", f"speedup gate's figure of {p.speculative} on {p.workload.id}"
+            f"{over} (the lowest over the workload's points)", fixed(check.judged, 2),
+            [e for q in same for e in q.records])
+        # Kept short (the table must fit the card column): the paragraph above says what the figure is.
+        return Markdown(f"{figure}{TIMES}{at}")
+
     def _with_interval(self, p: SpeedPoint, name: str, label: str) -> Markdown | None:
         value = self.speed.metric(p, name, 2, label)
         return with_interval(self.numbers, p, name, value, label) if value is not None else None
@@ -204,12 +238,16 @@ class DraftTables:
         from hfrelease.speed.verdict import draft_checks
 
         # Only the points served with its target are judged, as the release judges its job's records; the
-        # acceptance table above also shows it served with other artifacts (`eval --speed`).
-        points = {(p.artifact_id, p.workload.id, p.speculative): p for p in self.measured.points(draft_id=artifact.id)
-                  if p.concurrency == 1 and p.artifact_id == artifact.draft.target}
-        rows = [replace(row_from_record(p.entry.record, origin="recorded"), speedup=p.speedup)
-                for p in points.values()]
-        checks = [c for c in draft_checks(self.manifest, rows) if c.draft_id == artifact.id]
+        # acceptance table above also shows it served with other artifacts (`eval --speed`). The speedup gate
+        # is judged at every point served with the draft (each concurrency, each context length) against the
+        # host's session noise, as `hfrelease.speed.drafts.judge_draft` judges it.
+        target = artifact.draft.target
+        served = [p for p in [*self.measured.points(draft_id=artifact.id), *self.measured.sweep.values()]
+                  if p.artifact_id == target and p.entry.record.draft_artifact_id == artifact.id]
+        points = {(p.artifact_id, p.workload.id, p.speculative): p for p in served
+                  if p.concurrency == 1 and p.input_len is None}
+        rows = [replace(row_from_record(p.entry.record, origin="recorded"), speedup=p.speedup) for p in served]
+        checks = [c for c in draft_checks(self.manifest, rows, self.measured.noise) if c.draft_id == artifact.id]
         d = artifact.draft
         names = {"target": "served with its target", "acceptance": "acceptance rate",
                  "acceptance-length": "mean acceptance length", "speedup": "speedup over no speculation",
@@ -228,12 +266,15 @@ class DraftTables:
             if c.check == "target":
                 value = code_span(c.artifact_id)
             elif c.check == "speedup":
-                value = self.speed.speedup(p)
+                value = self._judged_speedup(c, p, served)
             elif c.check == "identical-outputs":
                 value = identical_outputs(self.numbers, p) if c.value is not None else None
+            elif c.check == "acceptance":
+                value = self._with_interval(p, "spec_acceptance_rate", names[c.check])
+                if value is not None and c.judged_over == "prompts":
+                    value = Markdown(f"{value}, judged on its lower bound over prompts")
             else:
-                metric = "spec_acceptance_rate" if c.check == "acceptance" else "spec_mean_acceptance_length"
-                value = self.speed.metric(p, metric, 2, names[c.check])
+                value = self.speed.metric(p, "spec_mean_acceptance_length", 2, names[c.check])
             table.append({
                 "label": Markdown(f"{escape_markdown(p.workload.label or p.workload.id)}, {code_span(p.speculative)}"
                                   f" on {escape_markdown(p.artifact_id)}"),

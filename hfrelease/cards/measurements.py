@@ -34,6 +34,7 @@ from hfrelease.evaluation.seeds import gate_seeds
 from hfrelease.evaluation.verdict import Verdict, gate_verdict, headline_value, seeded_value
 from hfrelease.ledger.record import Sample
 from hfrelease.manifest import Gate, Manifest, Workload
+from hfrelease.speed.noise import SessionNoise, host_noise
 
 NONE = "none"  # the speculative "config" of serving without speculation
 # How a card labels speed an emulation kernel measured (`SpeedPoint.emulated`).
@@ -154,6 +155,9 @@ class FamilyMeasurements:
     sweep: Mapping[tuple[str, str, str, int], SpeedPoint] = field(default_factory=dict)
     # "speed-best" records per (artifact, workload), newest first: the best configs as `hfrelease eval` chose
     recorded_best: Mapping[tuple[str, str], tuple[RecordEntry, ...]] = field(default_factory=dict)
+    # The session noise of the hosts the speed points ran on, from the ledger's A/A groups (README "How speed
+    # verdicts decide"); None when none was measured: speed comparisons then fall back to the repeats' ranges.
+    noise: SessionNoise | None = None
 
     def gate(self, artifact_id: str, gate_id: str) -> GateResult | None:
         return self.gates.get((artifact_id, gate_id))
@@ -259,8 +263,10 @@ def measure_family(inputs: CardInputs) -> FamilyMeasurements:
     for entry in sorted(usable, key=lambda e: (when(e), e.name), reverse=True):
         if entry.record.kind == "speed-best" and entry.record.status == "ok":
             recorded_best.setdefault((entry.record.artifact_id, entry.record.subject_id), []).append(entry)
-    return FamilyMeasurements(gates=gates, speed=speed, sizes=sizes, sweep=_sweep_points(manifest, usable),
-                              recorded_best={k: tuple(v) for k, v in recorded_best.items()})
+    sweep = _sweep_points(manifest, usable)
+    noise = host_noise((e.record for e in inputs.records), (p.entry.record for p in [*speed.values(), *sweep.values()]))
+    return FamilyMeasurements(gates=gates, speed=speed, sizes=sizes, sweep=sweep,
+                              recorded_best={k: tuple(v) for k, v in recorded_best.items()}, noise=noise)
 
 
 def when(entry: RecordEntry) -> datetime:

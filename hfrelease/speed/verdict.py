@@ -154,6 +154,12 @@ class DraftCheck:
     threshold: float | None
     verdict: Literal["pass", "fail"]
     reason: str
+    # What the verdict compared with `threshold` when it is not `value`: the lower bound of a 95 % interval
+    # resampled over `judged_over` ("prompts" for acceptance, "sessions" for speedup), at `judged_at` (the point
+    # where it is lowest, for a gate judged at every point of a workload).
+    judged: float | None = None
+    judged_over: Literal["prompts", "sessions"] | None = None
+    judged_at: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -172,8 +178,8 @@ def draft_checks(manifest: Manifest, rows: Sequence[SpeedRow], noise: SessionNoi
         spec = draft.draft
         if spec.matrix and row.artifact_id != spec.target:
             continue  # a draft x target matrix point: reported on the draft's card, not a gate of the draft
-        base = {"draft_id": draft.id, "artifact_id": row.artifact_id, "workload_id": row.workload_id,
-                "speculative": row.speculative}
+        base: dict[str, Any] = {"draft_id": draft.id, "artifact_id": row.artifact_id,
+                                "workload_id": row.workload_id, "speculative": row.speculative}
         on_target = row.artifact_id == spec.target
         checks.append(DraftCheck(
             **base, check="target", value=None, threshold=None, verdict="pass" if on_target else "fail",
@@ -182,13 +188,7 @@ def draft_checks(manifest: Manifest, rows: Sequence[SpeedRow], noise: SessionNoi
         ))
         rate = row.acceptance
         if spec.min_acceptance_rate is not None:
-            ok = rate is not None and rate >= spec.min_acceptance_rate
-            checks.append(DraftCheck(
-                **base, check="acceptance", value=rate, threshold=spec.min_acceptance_rate,
-                verdict="pass" if ok else "fail",
-                reason=("no acceptance counters were recorded" if rate is None else
-                        f"acceptance {rate:.3f}{over_prompts(row)} {'>=' if ok else '<'} {spec.min_acceptance_rate:g}"),
-            ))
+            checks.append(acceptance_check(base, row, spec.min_acceptance_rate))
         else:
             # No floor, but the acceptance must still be measured: it is what the card reports.
             checks.append(DraftCheck(
@@ -226,6 +226,7 @@ def speedup_check(base: dict[str, Any], row: SpeedRow, rows: Sequence[SpeedRow],
               and (r.artifact_id, r.workload_id, r.speculative) == same]
     points = [row, *sorted(others, key=lambda r: (r.input_len or 0, r.concurrency))]
     judged: list[tuple[str, float, bool]] = []
+    lowest: tuple[float, str] | None = None
     for point in points:
         assert point.speedup is not None
         low = point.speedup
@@ -235,11 +236,35 @@ def speedup_check(base: dict[str, Any], row: SpeedRow, rows: Sequence[SpeedRow],
         bound = f" (95 % from {low:.2f}x, between sessions)" if noise is not None else ""
         ok = low >= floor
         judged.append((f"{where} {point.speedup:.2f}x{bound} {'>=' if ok else '<'} {floor:g}x", point.speedup, ok))
+        if lowest is None or low < lowest[0]:
+            lowest = (low, "batch 1" if point is row else point_label(point))
+    assert lowest is not None
     failed = [text for text, _, ok in judged if not ok]
     unmeasured = "" if noise is not None else " (session noise unmeasured on this host: judged on the points' values)"
     return DraftCheck(
         **base, check="speedup", value=min(value for _, value, _ in judged), threshold=floor,
-        verdict="fail" if failed else "pass", reason="; ".join(failed or [text for text, _, _ in judged]) + unmeasured)
+        verdict="fail" if failed else "pass", reason="; ".join(failed or [text for text, _, _ in judged]) + unmeasured,
+        judged=lowest[0], judged_over="sessions" if noise is not None else None, judged_at=lowest[1])
+
+
+def acceptance_check(base: dict[str, Any], row: SpeedRow, floor: float) -> DraftCheck:
+    """The acceptance gate of a batch-1 point: greedy repeats give identical counters, so what varies is the
+    prompt; the gate passes when the lower bound of the rate's 95 % interval resampled over prompts reaches
+    `floor` (as the speedup gate judges its interval's lower bound). A point without a per-request record
+    (an older ledger) is judged on its value, which the reason says."""
+    rate = row.acceptance
+    if rate is None:
+        return DraftCheck(**base, check="acceptance", value=None, threshold=floor, verdict="fail",
+                          reason="no acceptance counters were recorded")
+    pair = row.acceptance_intervals.get(RATE)
+    judged = pair[0] if pair else rate
+    ok = judged >= floor
+    sign = ">=" if ok else "<"
+    reason = (f"acceptance {rate:.3f}, 95 % over prompts {pair[0]:.3f}-{pair[1]:.3f}: its lower bound {sign} {floor:g}"
+              if pair else f"acceptance {rate:.3f} {sign} {floor:g} (one value: no per-request record to resample "
+              "prompts from)")
+    return DraftCheck(**base, check="acceptance", value=rate, threshold=floor, verdict="pass" if ok else "fail",
+                      reason=reason, judged=judged if pair else None, judged_over="prompts" if pair else None)
 
 
 def over_prompts(row: SpeedRow) -> str:

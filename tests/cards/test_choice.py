@@ -93,3 +93,20 @@ def test_the_committed_demo_cards_rank_and_advise() -> None:
     assert "1.18 MiB of weights against the reference's 1.91 MiB" in opening
     assert re.search(r"\d+\.\d \(\d+\.\d\u2013\d+\.\d\) batch-1 output tok/s on Short chat", opening)
     assert re.search(r"worst quality delta is -\d\.\d points \(CI -\d\.\d to \+0\.0, n=30\)", opening)
+
+
+def test_speed_within_session_noise_is_equal_speed() -> None:
+    """With the host's session noise measured, two tok/s figures are equal when the 95 % interval of their ratio
+    between sessions holds 1: the demo's 15 % noise per session (df 4) makes 100 and 130 tok/s one speed although
+    their repeats do not overlap; a 1 % noise (df 10) tells them apart."""
+    from hfrelease.speed.noise import SessionNoise
+
+    fast, slow = (130.0, 128.0, 132.0), (100.0, 99.0, 101.0)
+    assert compare_speed(fast, slow) == 1  # repeats alone: apart
+    demo = SessionNoise(sigma=0.146, df=4, groups=("a", "b"))
+    assert compare_speed(fast, slow, demo) == 0
+    assert compare_speed(fast, slow, SessionNoise(sigma=0.01, df=10, groups=("a",))) == 1
+    a, b = _facts("a", tps=fast), _facts("b", tps=slow)
+    assert dominated_by(b, [a, b]) == a
+    assert dominated_by(b, [a, b], demo) is None  # equal on every column: nobody dominates
+    assert best_of(b, [a, b], demo) == ["fastest", "smallest"]

@@ -58,3 +58,36 @@ def test_a_family_of_a_reference_and_a_draft_renders(demo_manifest: Manifest, de
     family = render_family(replace(demo_inputs, manifest=manifest, records=records))
     assert [c.artifact_id for c in family.cards] == ["reference", "draft"]
     assert "**Draft gates: pass.**" in family.card("draft").readme
+
+
+def test_a_draft_card_judges_the_speedup_at_every_point_as_the_release_does(nanbeige_manifest: Manifest) -> None:
+    """The draft wins at batch 1 but one context-sweep point with it is planted at half its baseline: the card's
+    speedup gate fails there, as `hfrelease.speed.drafts.judge_draft` fails it, and names the point (the card used
+    to judge the batch-1 points only and said pass)."""
+    from dataclasses import replace
+
+    from hfrelease.ledger.record import Metric
+
+    manifest = _with_floor(nanbeige_manifest, min_speedup=1.1)
+    inputs = nanbeige_inputs(manifest)
+    draft = manifest.artifact_by_id("eagle3").draft
+    assert draft is not None
+    sweep = [e for e in inputs.records if e.record.kind == "speed-sweep" and e.record.draft_artifact_id == "eagle3"
+             and e.record.artifact_id == draft.target]
+    assert sweep, "the synthetic family has a context sweep served with the EAGLE-3 head"
+    longest = max(sweep, key=lambda e: e.record.extra["input_len"])
+    base = next(e for e in inputs.records if e.record.kind == "speed-sweep" and e.record.extra.get("speculative")
+                == "none" and e.record.artifact_id == longest.record.artifact_id
+                and e.record.subject_id == longest.record.subject_id
+                and e.record.extra["input_len"] == longest.record.extra["input_len"])
+    slow = base.record.metrics["output_throughput"].value / 2
+    planted = replace(longest, record=longest.record.model_copy(update={"metrics": {
+        **longest.record.metrics, "output_throughput": Metric(value=slow)}}))
+    records = tuple(planted if e is longest else e for e in inputs.records)
+    card = render_family(replace(inputs, records=records), plots=False).card("eagle3").readme
+    assert "**Draft gates: fail.**" in card
+    length = longest.record.extra["input_len"]
+    label = next(w.label for w in manifest.workload if w.id == longest.record.subject_id)
+    row = next(line for line in card.splitlines() if "| speedup over no speculation |" in line
+               and line.startswith(f"| {label}"))
+    assert f"| 0.50\u00d7 at input {length} tokens |" in row and row.endswith("| `min_speedup = 1.1` | **fail** |")

@@ -149,3 +149,36 @@ def test_the_speedup_gate_must_clear_the_floor_beyond_session_noise(demo: Manife
     assert "batch-1 speedup 1.20x (95 % from 0.81x, between sessions) < 1.1x" in judged.reason
     (unmeasured,) = [c for c in draft_checks(demo, rows) if c.check == "speedup"]
     assert unmeasured.verdict == "pass" and "session noise unmeasured" in unmeasured.reason
+
+
+def test_the_acceptance_gate_judges_the_lower_bound_over_prompts(demo: Manifest) -> None:
+    """Greedy repeats give identical counters, so the prompt is what varies: 0.66 over a floor of 0.5 passes on its
+    value, but a 95 % interval over prompts of 0.45-0.80 does not clear the floor; one without a per-request record
+    passes on its value and says it was not resampled."""
+    from dataclasses import replace
+
+    rows = with_speedups([_row("chat", "none", 50.0), _row("chat", "draft", 80.0, acceptance=0.66)])
+    wide = [replace(r, acceptance_intervals={"spec_acceptance_rate": [0.45, 0.80]}) if r.speculative == "draft"
+            else r for r in rows]
+    (judged,) = [c for c in draft_checks(demo, wide) if c.check == "acceptance"]
+    assert judged.verdict == "fail"
+    assert (judged.judged, judged.judged_over) == (0.45, "prompts")
+    assert "95 % over prompts 0.450-0.800: its lower bound < 0.5" in judged.reason
+    narrow = [replace(r, acceptance_intervals={"spec_acceptance_rate": [0.58, 0.72]}) if r.speculative == "draft"
+              else r for r in rows]
+    (passed,) = [c for c in draft_checks(demo, narrow) if c.check == "acceptance"]
+    assert passed.verdict == "pass" and passed.judged == 0.58
+    (value,) = [c for c in draft_checks(demo, rows) if c.check == "acceptance"]
+    assert value.verdict == "pass" and value.judged is None and "no per-request record" in value.reason
+
+
+def test_the_speedup_gate_names_the_point_it_was_judged_at(demo: Manifest) -> None:
+    """The gate's figure is its lowest point: a draft winning at batch 1 and losing at input 512 tokens is judged
+    at input 512 tokens, the figure every card shows beside the batch-1 speedup."""
+    rows = with_speedups([
+        _row("chat", "none", 50.0), _row("chat", "draft", 80.0, acceptance=0.9),
+        _row("chat", "none", 40.0, input_len=512), _row("chat", "draft", 20.0, input_len=512),
+    ])
+    (judged,) = [c for c in draft_checks(demo, rows, NOISE) if c.check == "speedup"]
+    assert judged.verdict == "fail" and judged.judged_at == "input 512 tokens" and judged.judged_over == "sessions"
+    assert judged.judged is not None and judged.judged < 0.5
