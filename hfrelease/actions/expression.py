@@ -10,7 +10,8 @@ single-quoted strings with `''`), property access (`a.b`, `a['b']`, the object f
 `<=` `>` `>=` `==` `!=` (loose: mismatched types are compared as numbers, strings case-insensitively), `&&`
 and `||` (returning an operand, not a boolean), grouping, and the functions contains, startsWith, endsWith,
 format, join, toJSON, fromJSON, success, failure, cancelled and always. Context and function names are
-case-insensitive. `hashFiles` is refused: nothing in a release workflow uses it.
+case-insensitive. `hashFiles(patterns...)` hashes the files the patterns match under `github.workspace`
+(`hash_files.py`).
 """
 
 from __future__ import annotations
@@ -212,6 +213,16 @@ class _Parser:
             if name not in self.status:
                 raise self.fail(f"{name}() is only available in `if:`")
             return self.status[name]()
+        if name == "hashfiles":
+            from hfrelease.actions.hash_files import hash_files
+
+            workspace = _property(self.contexts.get("github"), "workspace")
+            if not workspace:
+                raise self.fail("hashFiles() needs a workspace (github.workspace)")
+            try:
+                return hash_files(str(workspace), [to_string(a) for a in args])
+            except (OSError, ValueError) as error:
+                raise self.fail(f"hashFiles(): {error}") from None
         function = _FUNCTIONS.get(name)
         if function is None:
             raise self.fail(f"unrecognized function {name!r}")
@@ -388,10 +399,6 @@ def _numbers_as_floats(value: Any) -> Any:
     return value
 
 
-def _hash_files(*_: Any) -> str:
-    raise ValueError("hashFiles is not supported by the rehearsal")
-
-
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "contains": _contains,
     "startswith": lambda s, p: to_string(s).lower().startswith(to_string(p).lower()),
@@ -400,7 +407,6 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "join": _join,
     "tojson": _to_json,
     "fromjson": _from_json,
-    "hashfiles": _hash_files,
 }
 
 

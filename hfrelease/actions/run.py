@@ -39,6 +39,14 @@ class JobResult:
     workspace: Path | None = None
     seconds: float = 0.0
     detail: str = ""
+    # `continue-on-error: true` on the job: a failure shows as one, but `needs.<id>.result` says success and
+    # the run does not fail (GitHub's documented behaviour; actions/runner#1161, actions/toolkit#581).
+    continue_on_error: bool = False
+
+    @property
+    def result(self) -> Status:
+        """The job's `needs.<id>.result` and its weight in the run's conclusion."""
+        return "success" if self.status == "failure" and self.continue_on_error else self.status
 
     def failed_step(self) -> StepResult | None:
         return next((s for s in self.steps if s.status == "failure"), None)
@@ -57,7 +65,7 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return not any(j.status in ("failure", "cancelled") for j in self.jobs)
+        return not any(j.result in ("failure", "cancelled") for j in self.jobs)
 
 
 class RunEvents(Protocol):
@@ -89,6 +97,7 @@ class RunSettings:
 
     workflow: Workflow
     source: Path  # the repository's work tree
+    commit: str | None = None  # the commit checkout gives the jobs (None: no commit; a copy of `source`)
     work_dir: Path  # jobs/, artifacts/, logs/ go here (left out of checkouts)
     ref_name: str
     ref_type: str = "tag"

@@ -95,14 +95,15 @@ class _Runner:
             "ref_name": self.settings.ref_name, "ref": ref, "ref_type": self.settings.ref_type,
             "event_name": "push", "event": {"ref": ref}, "workspace": str(workspace), "job": job_id,
             "run_id": self.run_id, "run_number": "1", "run_attempt": "1", "repository": "local/rehearsal",
-            "sha": "0" * 40, "actor": "rehearsal", "server_url": "https://github.com", "workflow": self.workflow.name,
+            "sha": self.settings.commit or "0" * 40, "actor": "rehearsal", "server_url": "https://github.com",
+            "workflow": self.workflow.name,
         }
 
     def needs(self, job: Job) -> dict[str, Any]:
         return {n: {"result": self.aggregate(n), "outputs": self.outputs(n)} for n in job.needs}
 
     def aggregate(self, job_id: str) -> Status:
-        statuses = {r.status for r in self.results.get(job_id, [])}
+        statuses = {r.result for r in self.results.get(job_id, [])}
         for status in ("failure", "cancelled", "success"):
             if status in statuses:
                 return status
@@ -156,7 +157,8 @@ class _Runner:
             return [result]
         results: list[JobResult] = []
         for index, combo in enumerate(combos):
-            if fail_fast and job.matrix is not None and any(r.status == "failure" for r in results):
+            # A job failing under its own `continue-on-error` cancels nothing (GitHub's docs, strategy.fail-fast).
+            if fail_fast and job.matrix is not None and any(r.result == "failure" for r in results):
                 name = self.job_name(job, combo, contexts)
                 results.append(JobResult(id=job.id, name=name, status="cancelled", matrix=combo,
                                          detail="cancelled: another job of the matrix failed (fail-fast)"))
@@ -202,6 +204,7 @@ class _Runner:
                 env[key] = to_string(_evaluate_tree(value, {**contexts, "env": env}))
             state.env = env
             timeout = float(to_string(_evaluate_tree(job.timeout_minutes, contexts)) or 360) * 60
+            job_continues = truthy(_evaluate_tree(job.continue_on_error, contexts))
         except ExpressionError as error:
             failed = JobResult(id=job.id, name=name, status="failure", matrix=combo, workspace=workspace,
                                detail=_message(error))
@@ -231,8 +234,11 @@ class _Runner:
             except ExpressionError:
                 outputs[key] = ""
         status: Status = "failure" if state.failed else "success"
+        if status == "failure" and job_continues:
+            detail += " (continue-on-error: the run goes on, needs.<id>.result is success)"
         result = JobResult(id=job.id, name=name, status=status, matrix=combo, steps=tuple(steps), outputs=outputs,
-                           workspace=workspace, seconds=time.monotonic() - started, detail=detail)
+                           workspace=workspace, seconds=time.monotonic() - started, detail=detail,
+                           continue_on_error=job_continues)
         self.events.job_finished(result)
         return result
 
@@ -269,7 +275,7 @@ class _Runner:
             for line in lines:
                 self.events.log(state.name, line)
         except (_StepFailure, ArtifactStepError, ExpressionError) as error:
-            self._record(state, step, "failure", {})
+            self._record(state, step, "failure", {}, continued=state.continue_on_error)
             code = error.exit_code if isinstance(error, _StepFailure) else None
             return StepResult(label=label, status="failure", exit_code=code, detail=_message(error),
                               seconds=time.monotonic() - started)
@@ -278,21 +284,27 @@ class _Runner:
                           detail="; ".join(lines[-1:]) if step.uses else "", seconds=time.monotonic() - started)
 
     @staticmethod
-    def _record(state: _JobState, step: Step, outcome: str, outputs: Mapping[str, str]) -> None:
+    def _record(state: _JobState, step: Step, outcome: str, outputs: Mapping[str, str], *,
+                continued: bool = False) -> None:
+        # `outcome` is before continue-on-error is applied, `conclusion` after: a failed step that may fail
+        # has outcome failure and conclusion success (docs.github.com, contexts, `steps` context).
         if step.id:
-            state.steps[step.id] = {"outputs": dict(outputs), "outcome": outcome, "conclusion": outcome}
+            conclusion = "success" if outcome == "failure" and continued else outcome
+            state.steps[step.id] = {"outputs": dict(outputs), "outcome": outcome, "conclusion": conclusion}
 
     def run_action(self, job: Job, step: Step, with_: Mapping[str, str],
                    state: _JobState) -> tuple[str | None, list[str]]:
         name = substitute.action_name(step)
         if name == "actions/checkout":
+            if self.settings.commit is not None:
+                count = substitute.export_commit(self.settings.source, self.settings.commit, state.workspace)
+                lfs = "; LFS objects not fetched: pointers" if truthy(with_.get("lfs", "")) else ""
+                return f"commit {self.settings.commit[:12]} as checkout writes it ({count} files{lfs})", []
             count = substitute.copy_work_tree(self.settings.source, state.workspace,
                                               leave_out=(self.settings.work_dir, *self.settings.leave_out))
-            return f"a copy of the work tree {self.settings.source} ({count} entries)", []
+            return f"a copy of the work tree {self.settings.source} (no commit to check out; {count} entries)", []
         if name == "actions/setup-python":
-            state.path.insert(0, str(substitute.python_bin()))
-            return (f"the current Python ({substitute.python_bin() / 'python'}) put first on PATH, "
-                    f"not python-version {with_.get('python-version', '?')}"), []
+            return self.setup_python(with_, state), []
         if name == "actions/upload-artifact":
             return None, self.artifacts.upload(with_, workspace=state.workspace, job=job.id)
         if name == "actions/download-artifact":
@@ -302,10 +314,37 @@ class _Runner:
             return "not run: no Sigstore or attestations API here (bundle-path is empty: no attestation shipped)", []
         raise _StepFailure(f"the rehearsal cannot run the action {step.uses!r}")
 
+    def setup_python(self, with_: Mapping[str, str], state: _JobState) -> str:
+        """setup-python fails on a version it cannot install; a known one is stood in for by this Python."""
+        from hfrelease.actions.python_versions import known
+
+        version = with_.get("python-version", "")
+        if not version and with_.get("python-version-file"):
+            file = state.workspace / with_["python-version-file"]
+            if not file.is_file():
+                raise _StepFailure(f"The specified python version file at: {file} doesn't exist.")
+            text = file.read_text(encoding="utf-8").strip()
+            version = text.splitlines()[0] if text else ""
+        judged = known(version, allow_prereleases=truthy(with_.get("allow-prereleases", ""))) if version else True
+        if judged is False:
+            raise _StepFailure(f"The version '{version}' with architecture 'x64' was not found for this operating "
+                               "system (not a CPython release in setup-python's versions manifest)")
+        state.path.insert(0, str(substitute.python_bin()))
+        unjudged = "; this form of version not checked" if judged is None else ""
+        return (f"the current Python ({substitute.python_bin() / 'python'}) put first on PATH, "
+                f"not python-version {version or '?'}{unjudged}")
+
     def run_script(self, step: Step, script: str, env: Mapping[str, str], state: _JobState,
                    deadline: float) -> tuple[str | None, list[str], dict[str, str], int | None]:
         installs = substitute.pip_only(script)
         if installs:
+            cwd = state.workspace / (step.working_directory or "")
+            shell_env = {**self.default_env(state), **env}
+            missing = [name for name in substitute.requirement_files(script)
+                       if not (cwd / _expand(name, shell_env)).is_file()]
+            if missing:
+                raise _StepFailure("ERROR: Could not open requirements file: " + ", ".join(
+                    f"{_expand(name, shell_env)} (not in the checked-out tree)" for name in missing), exit_code=1)
             return f"not run: {substitute.environment_note()}", [], {}, None
         if installs is None:
             raise _StepFailure("the step mixes pip installs with other commands: the rehearsal cannot run it "
@@ -406,6 +445,11 @@ def _kill_group(process: subprocess.Popen[str]) -> None:
         process.wait(timeout=20)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def _expand(text: str, env: Mapping[str, str]) -> str:
+    """`$NAME` and `${NAME}` replaced from `env`, as the shell would before pip sees the path."""
+    return re.sub(r"\$(?:\{(\w+)\}|(\w+))", lambda m: env.get(m.group(1) or m.group(2), ""), text)
 
 
 def _evaluate_tree(value: Any, contexts: Mapping[str, Any]) -> Any:

@@ -1,13 +1,16 @@
 """The steps a rehearsal does not run as written, and what stands in for each (always named in the report).
 
-- `actions/checkout`: the workspace becomes a copy of the repository's work tree (what is on disk, not a
-  commit: a rehearsal runs before the tag is pushed). In a git checkout, the files git would list (tracked,
-  and untracked but not ignored); elsewhere every file but `.git` and hfrelease's state (`.hfrelease/`, the
-  rehearsal's work directory and Hub).
-  Symbolic links are copied as links, as checkout writes them.
+- `actions/checkout`: in a git repository the workspace holds the tree of the commit the tag would be pushed
+  on (HEAD), as checkout writes it: each blob as stored (so a Git LFS file is its pointer, checkout's default
+  `lfs: false`), links as links, executables as executables; untracked files and uncommitted edits are not
+  there. Outside git (no commit to push) a copy of the directory stands in: every file but `.git` and
+  hfrelease's state (`.hfrelease/`, the rehearsal's work directory and Hub), and the report says so.
 - `actions/setup-python`: this Python's environment is put first on PATH (its `python`, its `hfrelease`).
+- `actions/setup-python`'s `python-version` must be a CPython setup-python can install
+  (`python_versions.py`), else the step fails as it does on GitHub.
 - a `run:` step that only installs with pip (into a virtual environment of the job's own: creating it and
-  putting it on `GITHUB_PATH` count as part of the install): not run; the current environment stands in (a
+  putting it on `GITHUB_PATH` count as part of the install): not run, but every `-r FILE` it names must be
+  in the checked-out tree (pip fails on a missing requirements file); the current environment stands in (a
   rehearsal must not reinstall hfrelease or install vLLM's CUDA build on a CPU machine).
 - `actions/attest`: not run (no Sigstore, no GitHub attestations API here); its `bundle-path` output is
   empty, so the publish job ships no attestation.
@@ -42,6 +45,63 @@ def pip_only(script: str) -> bool | None:
         return False
     setup = [line for line in lines if _ENV_SETUP.match(line)]
     return True if len(installs) + len(setup) == len(lines) else None
+
+
+_REQUIREMENT = re.compile(r"(?:^|\s)(?:-r|--requirement|-c|--constraint)(?:\s+|=)(\"[^\"]+\"|'[^']+'|\S+)")
+
+
+def requirement_files(script: str) -> list[str]:
+    """The `-r` / `-c` files the pip installs of `script` read, as written (quotes removed)."""
+    return [m.group(1).strip("\"'") for line in script.splitlines() if _PIP_INSTALL.match(line)
+            for m in _REQUIREMENT.finditer(line)]
+
+
+def head_commit(source: Path) -> str | None:
+    """The commit checked out at `source` (its HEAD), None outside a git repository or before a first commit."""
+    if not (source / ".git").exists():
+        return None
+    found = subprocess.run(["git", "-C", str(source), "rev-parse", "--verify", "-q", "HEAD^{commit}"],
+                           check=False, capture_output=True, text=True)
+    return found.stdout.strip() or None
+
+
+def uncommitted(source: Path) -> list[str]:
+    """The paths whose content on disk differs from HEAD's (edits, deletions, untracked files)."""
+    listed = subprocess.run(["git", "-C", str(source), "status", "--porcelain=v1", "-z", "--untracked-files=all"],
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    return sorted({entry[3:] for entry in listed if len(entry) > 3})
+
+
+def export_commit(source: Path, commit: str, target: Path) -> int:
+    """Write `commit`'s tree into `target` as stored (no filters: an LFS file stays its pointer); returns
+    the number of files written. Submodules are left as empty directories, as checkout leaves them."""
+    listed = subprocess.run(["git", "-C", str(source), "ls-tree", "-r", "-z", "--full-tree", commit],
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    entries = []
+    for entry in filter(None, listed):
+        meta, _, path = entry.partition("\t")
+        mode, kind, sha = meta.split()
+        if kind == "commit":
+            (target / path).mkdir(parents=True, exist_ok=True)
+        else:
+            entries.append((mode, sha, path))
+    batch = subprocess.run(["git", "-C", str(source), "cat-file", "--batch"], check=True, capture_output=True,
+                           input="".join(f"{sha}\n" for _, sha, _ in entries).encode()).stdout
+    offset = 0
+    for mode, _, path in entries:
+        header_end = batch.index(b"\n", offset)
+        size = int(batch[offset:header_end].split()[2])
+        content = batch[header_end + 1:header_end + 1 + size]
+        offset = header_end + 1 + size + 1
+        destination = target / path
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        if mode == "120000":
+            destination.symlink_to(content.decode())
+        else:
+            destination.write_bytes(content)
+            if mode == "100755":
+                destination.chmod(0o755)
+    return len(entries)
 
 
 def python_bin() -> Path:

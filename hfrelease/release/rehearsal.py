@@ -12,6 +12,13 @@ The Hub: with `--hub local` the built-in Hub runs for the length of the rehearsa
 runner sees the real Hub: `HF_ENDPOINT` in their environment, and the publish job's `secrets.HF_TOKEN` is
 its token. With a URL, jobs get that `HF_ENDPOINT` and the token of this environment (`HF_TOKEN`).
 
+Jobs check out the commit the tag would be pushed on (HEAD), not the work tree on disk: the report names it
+and lists what on disk differs from it (untracked files and uncommitted edits, which no job sees).
+
+A job's environment is a runner's, not this shell's: a few variables describing the machine (`runner_env`:
+PATH, HOME, locale, the accelerator's and vLLM's settings, the offline switches), never one holding a
+credential; everything else a job has comes from the workflow's `env` and the `secrets.*` its steps name.
+
 A runner downloads a Hub source from the Hub, never from this machine's cache: each job gets an empty
 `HF_HOME` of its own (this environment's HF cache variables are not passed on), and with `--hub local` every
 pinned `{ hub, revision }` source must be on the rehearsal's Hub before a job starts (a fresh Hub holds no
@@ -37,11 +44,26 @@ from hfrelease.publish import LOCAL, PublishReport, open_hub, resolve_token, tru
 from hfrelease.release.ci import CiEnvironment, append_summary, markdown_table
 from hfrelease.release.verification import VerifiedRepo
 
+# What a runner's own environment may carry over from this machine: its shell basics, and the settings of the
+# machine's accelerator, threads, vLLM and hfrelease (a self-hosted runner's `.env`), and the offline switches
+# (scripts/offline.sh). Anything else -- tokens, keys, this shell's Hugging Face cache -- reaches a job only
+# through the workflow's `env:` and `secrets.*`, as on GitHub.
+_RUNNER_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+                           "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY",
+                           "HF_HUB_DISABLE_XET", "DO_NOT_TRACK"})
+_RUNNER_PREFIXES = ("HFRELEASE_", "LC_", "VLLM_", "OMP_", "KMP_", "MKL_", "CUDA_", "NCCL_", "TORCH", "PYTORCH_")
+_CREDENTIAL = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH")
+
+
+def runner_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The part of `env` a job's runner has too (see `_RUNNER_NAMES`); a name that looks like a credential never."""
+    return {name: value for name, value in env.items()
+            if (name in _RUNNER_NAMES or name.startswith(_RUNNER_PREFIXES))
+            and not any(word in name.upper() for word in _CREDENTIAL)}
+
+
 # `--hub manifest`: the manifest's [publish].endpoint, so a workflow never restates where the family goes.
 MANIFEST_HUB = "manifest"
-# This machine's Hugging Face caches and token file, which no runner has: jobs get an empty HF_HOME instead.
-_RUNNER_LACKS = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE", "TRANSFORMERS_CACHE", "HF_XET_CACHE",
-                 "HF_ASSETS_CACHE", "HF_TOKEN_PATH", "HF_HOME")
 WORKFLOW = Path(".github") / "workflows" / "release.yml"
 
 
@@ -64,6 +86,20 @@ class RehearsalReport:
     workflow: Path
     run: RunResult | None = None
     error: HfreleaseError | None = None
+    commit: str | None = None  # what actions/checkout gave the jobs (None: no commit, a copy of the directory)
+    uncommitted: tuple[str, ...] = ()  # paths on disk that differ from that commit (no job saw them)
+
+    def checkout_note(self) -> str:
+        """Which tree the jobs saw, and what on disk they did not."""
+        if self.commit is None:
+            return "the jobs saw a copy of the directory: it is not a git repository with a commit to push"
+        text = f"the jobs saw commit {self.commit[:12]} (HEAD), as actions/checkout gives it"
+        if self.uncommitted:
+            shown = ", ".join(self.uncommitted[:5]) + (f" and {len(self.uncommitted) - 5} more"
+                                                        if len(self.uncommitted) > 5 else "")
+            text += (f"; {len(self.uncommitted)} path(s) on disk differ from it and were not in any job: {shown} "
+                     "(commit them to rehearse them)")
+        return text
 
     @property
     def jobs(self) -> tuple[JobResult, ...]:
@@ -151,22 +187,29 @@ def rehearse(
         shutil.rmtree(work_dir / "logs", ignore_errors=True)
     work_dir.mkdir(parents=True, exist_ok=True)
     hub_root = (hub_root or work_dir / "hub").resolve()
+    from hfrelease.actions.substitute import head_commit, uncommitted
+
+    commit = head_commit(root)
+    changed = tuple(p for p in uncommitted(root) if not _inside(root / p, (work_dir, hub_root))) if commit else ()
     outer_summary = CiEnvironment.detect(env).step_summary
     with _hub_for_jobs(hub, manifest=manifest, family_root=manifest.root, hub_root=hub_root) as (endpoint, token):
-        job_env = {k: v for k, v in env.items()
-                   if k not in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY", "GITHUB_ENV", *_RUNNER_LACKS)}
+        job_env = runner_env(env)  # a job gets a token only where the workflow passes it (secrets.HF_TOKEN)
         if endpoint is not None:
             job_env["HF_ENDPOINT"] = endpoint
-        job_env.pop("HF_TOKEN", None)  # a job gets a token only where the workflow passes it (secrets.HF_TOKEN)
         secrets = {"HF_TOKEN": token} if token else {}
-        settings = RunSettings(workflow=workflow, source=root, work_dir=work_dir, ref_name=release_tag,
+        settings = RunSettings(workflow=workflow, source=root, commit=commit, work_dir=work_dir, ref_name=release_tag,
                                secrets=secrets, env=job_env, leave_out=(hub_root,), fresh_dirs=("HF_HOME",))
         run = run_workflow(settings, events)
     report = RehearsalReport(family=manifest.family.name, tag=release_tag, hub=endpoint or hub, work_dir=work_dir,
-                             workflow=workflow_file, run=run, error=_stopped(run))
+                             workflow=workflow_file, run=run, error=_stopped(run), commit=commit, uncommitted=changed)
     if outer_summary is not None:
         append_summary(outer_summary, summary_markdown(report))
     return report
+
+
+def _inside(path: Path, directories: Sequence[Path]) -> bool:
+    resolved = path.resolve()
+    return any(resolved == d or d in resolved.parents for d in directories)
 
 
 def _require_pinned_sources(manifest: Manifest, *, endpoint: str, token: str | None, hub_root: Path) -> None:
@@ -200,7 +243,7 @@ def _require_pinned_sources(manifest: Manifest, *, endpoint: str, token: str | N
 
 
 def _stopped(run: RunResult) -> HfreleaseError | None:
-    failed = [j for j in run.jobs if j.status in ("failure", "cancelled")]
+    failed = [j for j in run.jobs if j.result in ("failure", "cancelled")]
     if not failed:
         return None
     lines = "\n".join(f"  - {j.name}: {j.status}: {j.detail}" for j in failed)
@@ -279,7 +322,7 @@ def summary_markdown(report: RehearsalReport) -> str:
     """The step summary of a rehearsal: its jobs, what stood in for steps, then what the steps wrote."""
     conclusion = "every job succeeded" if report.error is None else f"stopped (exit {int(report.exit_code)})"
     parts = [f"## Release {report.family} {report.tag}: {conclusion}",
-             f"Rehearsed from `{report.workflow}` with the Hub at {report.hub}."]
+             f"Rehearsed from `{report.workflow}` with the Hub at {report.hub}; {report.checkout_note()}."]
     if report.error is not None:
         parts.append("```\n" + report.error.message + "\n```")
     parts.append(markdown_table(("job", "conclusion", "time", "detail"), [
@@ -295,7 +338,8 @@ def summary_markdown(report: RehearsalReport) -> str:
 def write_release_workflow(manifest_file: Path, *, root: Path | None = None, force: bool = False) -> Path:
     """Write the family's `.github/workflows/release.yml` under `root` (as `init --github` renders it;
     default: the git checkout holding the manifest)."""
-    from hfrelease.release.workflows import WorkflowSpec, lock_dir_for, render_workflows, repository_root
+    from hfrelease.release.workflows import LOCK_FILES, WorkflowSpec, lock_dir_for, render_workflows, repository_root
+    from hfrelease.resources import templates_dir
 
     manifest_file = find_manifest(manifest_file).resolve()
     root = (root or repository_root(manifest_file.parent)).resolve()
@@ -311,4 +355,11 @@ def write_release_workflow(manifest_file: Path, *, root: Path | None = None, for
         raise UsageError(f"{path} already exists and differs", hint="Pass --force to overwrite it.")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+    # The install steps read the locks from the checked-out tree: a workflow without them fails on GitHub
+    # (and in the rehearsal). Written where absent, as `init --github` writes them; an existing one is kept.
+    for name in LOCK_FILES:
+        lock = root / spec.lock_dir / name
+        if not lock.exists():
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            lock.write_text((templates_dir() / "locks" / name).read_text(encoding="utf-8"), encoding="utf-8")
     return path

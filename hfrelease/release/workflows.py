@@ -85,7 +85,8 @@ class WorkflowSpec:
 
 def lock_dir_for(root: Path) -> str:
     """Where `root`'s workflows find the lock files: hfrelease's own checkout keeps them as package data."""
-    own = (root / "hfrelease" / "workflows.py").is_file() and (root / "templates" / "locks" / LOCK_FILES[0]).is_file()
+    own = ((root / "hfrelease" / "release" / "workflows.py").is_file()
+           and (root / "templates" / "locks" / LOCK_FILES[0]).is_file())
     return "templates/locks" if own else LOCK_DIR
 
 

@@ -60,6 +60,7 @@ def rehearsal_view(report: RehearsalReport) -> list[Block]:
         ("job", "conclusion", "time", "detail"),
         [(job.name, job.status, f"{job.seconds:.0f} s", job.detail) for job in report.jobs])]
     view += [note(f"in {job.name}: {what}", label="substituted") for job in report.jobs for what in job.substitutions()]
+    view.append(note(report.checkout_note(), label="warning:" if report.uncommitted else "checkout"))
     if report.error is None:
         view.append(line(Styled(f"the release workflow of {report.family} {report.tag} succeeded", "bold green"),
                          err=True, wrap=True))
