@@ -107,3 +107,6 @@ class RunSettings:
     # Variables each job gets set to an empty directory of its own (e.g. HF_HOME): the caches an ephemeral
     # runner starts without, so nothing a job needs comes from this machine's.
     fresh_dirs: tuple[str, ...] = ()
+    # ACTIONS_ID_TOKEN_REQUEST_URL/_TOKEN for a job granted `id-token: write` (an OIDC issuer standing in for
+    # GitHub's); empty: no job can mint an id token.
+    id_token: Mapping[str, str] = field(default_factory=dict)

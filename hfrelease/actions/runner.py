@@ -194,7 +194,8 @@ class _Runner:
         self.events.job_started(name)
         started = time.monotonic()
         state = _JobState(name=name, job_id=job.id, workspace=workspace, temp=temp,
-                          log_dir=self.settings.work_dir / "logs" / f"{job.id}{suffix}")
+                          log_dir=self.settings.work_dir / "logs" / f"{job.id}{suffix}",
+                          id_token=may_mint_id_token(job.permissions))
         state.log_dir.mkdir(parents=True, exist_ok=True)
         steps: list[StepResult] = []
         detail = ""
@@ -386,6 +387,7 @@ class _Runner:
                 "GITHUB_REF_NAME": github["ref_name"], "GITHUB_REF_TYPE": github["ref_type"],
                 "GITHUB_EVENT_NAME": "push", "GITHUB_SHA": github["sha"], "GITHUB_RUN_ID": self.run_id,
                 "GITHUB_REPOSITORY": github["repository"], "RUNNER_OS": "Linux", "RUNNER_TEMP": str(state.temp),
+                **(self.settings.id_token if state.id_token else {}),
                 **{variable: str(state.temp / variable.lower()) for variable in self.settings.fresh_dirs}}
 
     def execute(self, argv: list[str], *, cwd: Path, env: Mapping[str, str], log_path: Path, timeout: float,
@@ -434,6 +436,15 @@ class _JobState:
     steps: dict[str, Any] = field(default_factory=dict)
     failed: bool = False
     continue_on_error: bool = False
+    id_token: bool = False
+
+
+def may_mint_id_token(permissions: Any) -> bool:
+    """Whether `permissions` (a job's, else its workflow's) grant `id-token: write`, as GitHub sets the OIDC
+    request variables only then; none given means the default token's, which never has it."""
+    if permissions == "write-all":
+        return True
+    return isinstance(permissions, Mapping) and permissions.get("id-token") == "write"
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:

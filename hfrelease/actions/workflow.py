@@ -53,6 +53,7 @@ class Job:
     shell: str | None
     environment: Any
     steps: tuple[Step, ...]
+    permissions: Any = None  # the job's GITHUB_TOKEN permissions (None: the workflow's)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,6 +140,7 @@ def load_workflow(path: Path) -> Workflow:
             working_directory=defaults.get("working-directory", top.get("working-directory")),
             shell=defaults.get("shell", top.get("shell")), environment=raw.get("environment"),
             steps=_steps(path, str(job_id), raw.get("steps") or ()),
+            permissions=raw.get("permissions", data.get("permissions")),
         )
     for job in jobs.values():
         for need in job.needs:

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 @options.hub_root("WORK/hub")
 @click.option("--workflow", "workflow_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="The workflow to run (default: the nearest .github/workflows/release.yml above the manifest).")
+@click.option("--trusted", is_flag=True, help="With --hub local: publish by trusted publishing (the built-in Hub's "
+              "OIDC exchange), no secrets.HF_TOKEN; jobs granted id-token: write can mint an id token.")
 @click.option("--write-workflow", is_flag=True,
               help="Write the family's .github/workflows/release.yml under --root (as `init --github` does); exit.")
 @click.option("--root", type=click.Path(path_type=Path, file_okay=False),
@@ -46,17 +48,14 @@ def release(
     manifest: Path, hub: str, tag: str | None, work_dir: Path | None, artifacts: tuple[str, ...],
     gates: tuple[str, ...], hub_root: Path | None, workflow_file: Path | None, write_workflow: bool,
     root: Path | None, force: bool, only: Step | None, from_bundle: Path | None = None,
-    attestation: Path | None = None,
+    attestation: Path | None = None, trusted: bool = False,
 ) -> None:
     """Rehearse the release: run the family's release workflow file on this machine, job by job.
 
     \b
-    Each job of .github/workflows/release.yml runs in a fresh directory holding a copy of the work tree
-    (for actions/checkout); its `run:` steps run as written, through this CLI, as subprocesses; `needs`,
-    `if:`, the matrix from the check job's output and fail-fast as on GitHub; artifacts pass between
-    jobs only through upload-artifact/download-artifact, with their semantics (hidden files left out
-    unless include-hidden-files). setup-python and pip installs are substituted by this environment,
-    and each job's report says so. The jobs see the Hub as a runner does: HF_ENDPOINT, secrets.HF_TOKEN.
+    Each job of .github/workflows/release.yml runs as on GitHub, on the committed tree (HEAD), in a fresh
+    directory, with a runner's environment plus the workflow's env and secrets; setup-python and installs are
+    substituted (each job's report says how). The README lists what the rehearsal models and what not.
     """
     from hfrelease.cli.output import show
     from hfrelease.stages.release import ReleaseSettings, rehearse_stage
@@ -70,7 +69,7 @@ def release(
         return
     settings = ReleaseSettings(manifest=manifest, step=only, hub=hub, tag=tag, work_dir=work_dir, artifacts=artifacts,
                                gates=gates, hub_root=hub_root, workflow_file=workflow_file, from_bundle=from_bundle,
-                               attestation=attestation)
+                               attestation=attestation, trusted=trusted)
     if only is not None:
         _only(only, settings.step_settings())
         return

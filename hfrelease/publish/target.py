@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hfrelease.errors import ConfigError, ConfigProblem
 from hfrelease.hub import HubServer, serve
+from hfrelease.hub.oidc import OidcSettings
 from hfrelease.manifest.fields import endpoint_problem
 from hfrelease.publish.tokens import Token
 
@@ -36,7 +37,8 @@ def disable_xet() -> None:
 
 @contextlib.contextmanager
 def open_hub(
-    hub: str, *, family_root: Path, hub_root: Path | None = None, announce: Callable[[str], None] | None = None
+    hub: str, *, family_root: Path, hub_root: Path | None = None, announce: Callable[[str], None] | None = None,
+    oidc: OidcSettings | None = None,
 ) -> Iterator[HubTarget]:
     """Yield the target for `hub`; for `local`, a built-in Hub on `hub_root` (default .hfrelease/hub) until exit."""
     from hfrelease.sources import hub_access
@@ -52,7 +54,7 @@ def open_hub(
             yield HubTarget(endpoint=hub.rstrip("/"), token=None, server=None)
         return
     root = hub_root or family_root / ".hfrelease" / "hub"
-    server = serve(root)
+    server = serve(root, oidc=oidc)  # `oidc`: its trusted publishers and id-token issuer (the rehearsal's)
     # HF_HUB_OFFLINE keeps huggingface_hub off the internet; the built-in Hub is on this machine and is
     # part of hfrelease, so the client may talk to it even when offline mode is on (the demo and CI run
     # with it on). The flag is read at request time, so lifting it for the block is enough.

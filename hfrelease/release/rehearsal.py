@@ -39,6 +39,7 @@ from hfrelease.actions.runner import run_workflow
 from hfrelease.actions.workflow import Workflow, load_workflow
 from hfrelease.errors import ConfigError, ConfigProblem, ExitCode, HfreleaseError, PublishError, UsageError
 from hfrelease.hashing import HashCache
+from hfrelease.hub.oidc import OidcSettings
 from hfrelease.manifest import Manifest, find_manifest, load_manifest
 from hfrelease.publish import LOCAL, PublishReport, open_hub, resolve_token, trusted
 from hfrelease.release.ci import CiEnvironment, append_summary, markdown_table
@@ -143,17 +144,24 @@ def _check_manifest_env(workflow: Workflow, root: Path, manifest_file: Path) -> 
 
 
 @contextmanager
-def _hub_for_jobs(hub: str, *, manifest: Manifest, family_root: Path,
-                  hub_root: Path) -> Iterator[tuple[str | None, str | None]]:
-    """(HF_ENDPOINT, HF_TOKEN) the jobs get: the built-in Hub's for `local`, else this environment's."""
+def _hub_for_jobs(hub: str, *, manifest: Manifest, family_root: Path, hub_root: Path,
+                  oidc: OidcSettings | None = None) -> Iterator[tuple[str | None, str | None, dict[str, str]]]:
+    """(HF_ENDPOINT, HF_TOKEN, the id-token variables) the jobs get: the built-in Hub's for `local` (with
+    `oidc`, trusted publishing: no token, the Hub's id-token endpoint), else this environment's."""
     if hub == LOCAL:
-        with open_hub(LOCAL, family_root=family_root, hub_root=hub_root) as target:
+        with open_hub(LOCAL, family_root=family_root, hub_root=hub_root, oidc=oidc) as target:
             value = target.token.value if target.token else None
             _require_pinned_sources(manifest, endpoint=target.endpoint, token=value, hub_root=hub_root)
-            yield target.endpoint, value
+            if oidc is None or value is None:
+                yield target.endpoint, value, {}
+                return
+            from hfrelease.release.trusted_hub import create_repos, id_token_env
+
+            create_repos(manifest, endpoint=target.endpoint, token=value)
+            yield target.endpoint, None, id_token_env(target.endpoint, oidc)
         return
     token = resolve_token()
-    yield (None if hub == MANIFEST_HUB else hub.rstrip("/")), token.value if token else None
+    yield (None if hub == MANIFEST_HUB else hub.rstrip("/")), token.value if token else None, {}
 
 
 def rehearse(
@@ -166,12 +174,18 @@ def rehearse(
     workflow_file: Path | None = None,
     env: Mapping[str, str] | None = None,
     events: RunEvents | None = None,
+    trusted: bool = False,
 ) -> RehearsalReport:
     """Run the release workflow for `tag` (default: the manifest's own); never raises for a job's failure.
 
     `env` is the runner's environment (default: this process's); the run's step summaries are appended to
     its `GITHUB_STEP_SUMMARY` when set. `work_dir` holds the jobs' workspaces, the artifacts and the logs.
+    `trusted` (with `--hub local`): no `secrets.HF_TOKEN`; publish through the Hub's OIDC exchange
+    (`trusted_hub.py`).
     """
+    if trusted and hub != LOCAL:
+        raise UsageError("--trusted rehearses trusted publishing through the built-in Hub's OIDC exchange: it needs "
+                         "--hub local", hint="Drop --trusted to rehearse against another Hub with HF_TOKEN.")
     env = dict(os.environ if env is None else env)
     manifest_file = find_manifest(manifest_path)
     manifest = load_manifest(manifest_file, check_files=False)  # the check job checks the rest
@@ -192,13 +206,20 @@ def rehearse(
     commit = head_commit(root)
     changed = tuple(p for p in uncommitted(root) if not _inside(root / p, (work_dir, hub_root))) if commit else ()
     outer_summary = CiEnvironment.detect(env).step_summary
-    with _hub_for_jobs(hub, manifest=manifest, family_root=manifest.root, hub_root=hub_root) as (endpoint, token):
+    oidc = None
+    if trusted:
+        from hfrelease.release.trusted_hub import oidc_settings
+
+        oidc = oidc_settings(workflow, manifest, tag=release_tag)
+    with _hub_for_jobs(hub, manifest=manifest, family_root=manifest.root, hub_root=hub_root,
+                       oidc=oidc) as (endpoint, token, id_token):
         job_env = runner_env(env)  # a job gets a token only where the workflow passes it (secrets.HF_TOKEN)
         if endpoint is not None:
             job_env["HF_ENDPOINT"] = endpoint
         secrets = {"HF_TOKEN": token} if token else {}
         settings = RunSettings(workflow=workflow, source=root, commit=commit, work_dir=work_dir, ref_name=release_tag,
-                               secrets=secrets, env=job_env, leave_out=(hub_root,), fresh_dirs=("HF_HOME",))
+                               secrets=secrets, env=job_env, leave_out=(hub_root,), fresh_dirs=("HF_HOME",),
+                               id_token=id_token)
         run = run_workflow(settings, events)
     report = RehearsalReport(family=manifest.family.name, tag=release_tag, hub=endpoint or hub, work_dir=work_dir,
                              workflow=workflow_file, run=run, error=_stopped(run), commit=commit, uncommitted=changed)

@@ -50,6 +50,7 @@ class ReleaseSettings:
     workflow_file: Path | None = None  # the rehearsal's workflow (default: the nearest release.yml)
     from_bundle: Path | None = None
     attestation: Path | None = None
+    trusted: bool = False  # the rehearsal publishes by trusted publishing (`release/trusted_hub.py`)
 
     def __post_init__(self) -> None:
         if self.step is None and (self.artifacts or self.gates):
@@ -80,7 +81,7 @@ def rehearse_stage(settings: ReleaseSettings, *, emit: Callable[[Line], None]) -
 
     work_dir = settings.work_dir or find_manifest(settings.manifest).parent / ".hfrelease" / "release"
     return rehearse(settings.manifest, work_dir=work_dir, hub=settings.hub, tag=settings.tag,
-                    hub_root=settings.hub_root, workflow_file=settings.workflow_file,
+                    hub_root=settings.hub_root, workflow_file=settings.workflow_file, trusted=settings.trusted,
                     events=JobLines(emit, folds=CiEnvironment.detect().github_actions))
 
 

@@ -4,11 +4,11 @@ environment and only the `env`/secrets the workflow declares; `--write-workflow`
 from __future__ import annotations
 
 import subprocess
-import textwrap
 from pathlib import Path
 
 from hfrelease.publish import LOCAL
 from hfrelease.release.rehearsal import rehearse, write_release_workflow
+from tests.release.planted import write_workflow
 
 CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683"
 
@@ -24,30 +24,21 @@ def test_a_job_sees_the_commit_and_only_the_env_and_secrets_the_workflow_declare
     the `secrets.HF_TOKEN` a step names do. The job's tree is HEAD's; the report names the commit and the
     untracked file no job saw. Before, every variable of this shell but HF_TOKEN reached the jobs and the
     work tree on disk was copied."""
-    path = tmp_path / ".github" / "workflows" / "release.yml"
-    path.parent.mkdir(parents=True)
-    path.write_text(textwrap.dedent(f"""\
-        name: release
-        on: {{push: {{tags: ["v*"]}}}}
-        permissions: {{}}
-        env:
-          MANIFEST: family/release.toml
-          DECLARED: yes-workflow
-        jobs:
-          one:
-            runs-on: ubuntu-latest
-            env: {{JOB_LEVEL: yes-job}}
-            steps:
-              - uses: {CHECKOUT}
-              - env:
-                  STEP_TOKEN: ${{{{ secrets.HF_TOKEN }}}}
-                run: |
-                  test -z "${{HF_TOKEN:-}}" && test -z "${{OTHER_SERVICE_TOKEN:-}}"
-                  test -z "${{AWS_SECRET_ACCESS_KEY:-}}" && test -z "${{MAINTAINER_NOTE:-}}"
-                  test "$DECLARED" = yes-workflow && test "$JOB_LEVEL" = yes-job && test -n "$STEP_TOKEN"
-                  test -f family/release.toml && test ! -e notes.txt
-                  test "$OMP_NUM_THREADS" = 2
-        """))
+    write_workflow(tmp_path, """\
+        one:
+          runs-on: ubuntu-latest
+          env: {JOB_LEVEL: yes-job}
+          steps:
+            - uses: CHECKOUT
+            - env:
+                STEP_TOKEN: ${{ secrets.HF_TOKEN }}
+              run: |
+                test -z "${HF_TOKEN:-}" && test -z "${OTHER_SERVICE_TOKEN:-}"
+                test -z "${AWS_SECRET_ACCESS_KEY:-}" && test -z "${MAINTAINER_NOTE:-}"
+                test "$DECLARED" = yes-workflow && test "$JOB_LEVEL" = yes-job && test -n "$STEP_TOKEN"
+                test -f family/release.toml && test ! -e notes.txt
+                test "$OMP_NUM_THREADS" = 2
+        """.replace("CHECKOUT", CHECKOUT), env="DECLARED: yes-workflow\n")
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", "family", ".github")
     _git(tmp_path, "commit", "-q", "-m", "family")
