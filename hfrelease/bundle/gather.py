@@ -349,12 +349,24 @@ def _gather_rendered(manifest: Manifest, artifact: Artifact, found: Candidates, 
 
 
 def _gather_prompts(manifest: Manifest, found: Candidates) -> None:
-    """The prompt files the speed figures and the fidelity gate used, as prompts/<name> (issue 25, part 6): the
-    card names them by that path, so a reader re-runs a figure with the very prompts it was measured on."""
+    """The prompt files the speed figures and the fidelity gate used, as prompts/<name>, and the files a custom
+    gate's command names (its program as gates/<name>) (issue 25, part 6): the card names them by that path,
+    so a reader re-runs a figure with the very prompts it was measured on.
+
+    A custom gate's file outside the family directory (the demo's JSON gate reads
+    `../../build/demo/gates/demo_json.jsonl`) is not shipped, as no link out of the family is followed, and
+    said in a note rather than refused: such gates were valid before their files shipped, and their records
+    are keyed by the command that names the file (moving it into the family means measuring again).
+    """
     for repo_path, (path, where) in rules.shipped_prompts(manifest).items():
+        if ".command[" in where and path.exists() and found.tree.outside(path) is not None:
+            found.notes.append(f"{where}: {path} is outside the family directory, so {repo_path}, which the cards' "
+                               "re-run command names, is not shipped: copy the file into the family directory and "
+                               "name it there")
+            continue
         real = found.judge(path, kind=Kind.DECLARED, name=repo_path.rsplit("/", 1)[1], where=where)
         if real is not None:
-            found.add(repo_path, real, "prompts", where=where)
+            found.add(repo_path, real, rules.role_of(repo_path), where=where)
 
 
 def gather_ledger(manifest: Manifest, artifact: Artifact, found: Candidates) -> None:

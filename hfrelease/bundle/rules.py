@@ -11,7 +11,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hfrelease.manifest import Artifact, Manifest
+    from hfrelease.manifest import Artifact, Gate, Manifest
 
 # Files of a checkpoint directory that belong in its repo without being declared (matched on the path
 # relative to the artifact directory: weights anywhere, the rest at the top level).
@@ -85,7 +85,7 @@ def role_of(repo_path: str) -> str:
     name = PurePosixPath(repo_path).name
     first = repo_path.split("/", 1)[0]
     roles = {"plots": "plot", ".eval_results": "eval-results", "vllm_plugin": "plugin", "ledger": "ledger-record",
-             "every_eval_ever": "eval-record", "prompts": "prompts"}
+             "every_eval_ever": "eval-record", "prompts": "prompts", "gates": "gate-code"}
     if first in roles and "/" in repo_path:
         return roles[first]
     if name.endswith(".safetensors"):
@@ -128,12 +128,43 @@ def prompt_repo_path(path: str) -> str:
     return f"{PROMPTS_DIR}/{PurePosixPath(path).name}"
 
 
+GATES_DIR = "gates"
+PYTHONS = ("python", "python3")
+
+
+def gate_command_files(manifest: Manifest, gate: Gate) -> dict[int, str]:
+    """The words of a custom gate's command that name files, by index -> their path in a published repo: the
+    program (`gates/<name>`) and every input file (`prompts/<name>`, as the speed prompts ship), so the card's
+    re-run command names files a reader has (issue 25: it printed `--prompts ../../build/demo/...`). A word
+    names a file when one is there, relative to the manifest, or when it leaves the family's folder (`../`,
+    an absolute path): the card must not print that path whether or not this machine has it."""
+    if gate.command is None:
+        return {}
+    program = 1 if gate.command[0] in PYTHONS else 0
+    files = {}
+    for index, word in enumerate(gate.command[program:], program):
+        if word.startswith("-") or not (manifest.resolve(word).is_file() or leaves_repo(word)):
+            continue
+        files[index] = f"{GATES_DIR if index == program else PROMPTS_DIR}/{PurePosixPath(word).name}"
+    return files
+
+
+def leaves_repo(word: str) -> bool:
+    """Whether a path names a place outside the folder it is read from: a `..` part, a home or absolute path."""
+    return word.startswith(("/", "~")) or ".." in PurePosixPath(word).parts
+
+
 def shipped_prompts(manifest: Manifest) -> dict[str, tuple[Path, str]]:
     """The prompt files every published repo of the family ships: repo path -> (file, where the manifest
-    names it); the workloads' and the fidelity gates' prompts, each file once."""
+    names it); the workloads' and the fidelity gates' prompts, and the files custom gates' commands name
+    (`gate_command_files`), each file once."""
     shipped: dict[str, tuple[Path, str]] = {}
     named = [(w.prompts, f"workload[{i}].prompts") for i, w in enumerate(manifest.workload)]
     named += [(g.fidelity, f"gate[{i}].fidelity") for i, g in enumerate(manifest.gate) if g.fidelity]
     for relative, where in named:
         shipped.setdefault(prompt_repo_path(relative), (manifest.root / relative, where))
+    for i, gate in enumerate(manifest.gate):
+        for index, repo_path in gate_command_files(manifest, gate).items():
+            assert gate.command is not None
+            shipped.setdefault(repo_path, (manifest.resolve(gate.command[index]), f"gate[{i}].command[{index}]"))
     return shipped

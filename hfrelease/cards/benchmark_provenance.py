@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hfrelease.bundle.rules import prompt_repo_path
+from hfrelease.bundle.rules import GATES_DIR, gate_command_files, prompt_repo_path
 from hfrelease.cards.measurements import FamilyMeasurements
 from hfrelease.cards.numbers import DASH, TIMES
-from hfrelease.cards.reproduce import gate_command, workload_command
+from hfrelease.cards.reproduce import gate_command, shipped_command, workload_command
 from hfrelease.cards.speed_tables import sampling
 from hfrelease.cards.text import Markdown, code_span, escape_markdown
 from hfrelease.cards.view import Context
@@ -37,7 +37,8 @@ def benchmark_provenance(manifest: Manifest, measured: FamilyMeasurements, artif
         settings = [f"{key} {generation[key]}" for key in ("temperature", "top_p", "num_fewshot")
                     if generation.get(key) is not None]
         harness = _harness(records[0].harness, records[0].versions)
-        task = code_span(gate.task or " ".join(gate.command or []) or gate.entry_point or gate.fidelity or gate.id)
+        task = code_span(gate.task or " ".join(shipped_command(manifest, gate) or []) or gate.entry_point
+                         or gate.fidelity or gate.id)
         parts = [f"{harness}, {task}, metric {code_span(gate.metric)}, {escape_markdown(gate.mode)}",
                  escape_markdown(f"n {'/'.join(map(str, ns))}" + (f" (limit {gate.limit})" if gate.limit
                                                                    else " (full set)")),
@@ -51,7 +52,8 @@ def benchmark_provenance(manifest: Manifest, measured: FamilyMeasurements, artif
         gates.append(Markdown(f"{label}; " + "; ".join(parts)))
         command = gate_command(manifest, gate, artifact) if artifact.kind != "draft" else None
         if command is not None:
-            commands.append({"label": Markdown(f"**{escape_markdown(gate.label or gate.id)}** (`lm_eval`)"),
+            program = "(`lm_eval`)" if gate.task is not None else "(custom gate)"
+            commands.append({"label": Markdown(f"**{escape_markdown(gate.label or gate.id)}** {program}"),
                              "code": command})
         machines += [(_hardware(r.hardware), _versions(r.versions)) for r in records]
         hardwares += [r.hardware for r in records]
@@ -78,8 +80,10 @@ def benchmark_provenance(manifest: Manifest, measured: FamilyMeasurements, artif
         hardwares += [p.entry.record.hardware for p in points]
     environments = [escape_markdown(f"{hardware}; {versions}") for hardware, versions in dict.fromkeys(machines)]
     kernels = any("vllm_kernels" in hardware for hardware in hardwares)
+    programs = any(path.startswith(f"{GATES_DIR}/") for g in manifest.gate
+                   for path in gate_command_files(manifest, g).values())
     return {"gates": gates, "workloads": workloads, "environments": environments, "cpu_kernels": kernels,
-            "commands": commands}
+            "commands": commands, "gate_programs": programs}
 
 
 def _seeds(gate: Gate) -> str:

@@ -18,7 +18,8 @@ marks what it claims to have measured, and only that is held to the ledger.
 
 The rules live by family: numbers and serve commands held to the ledger (`lint_numbers.py`), dates
 (`lint_freshness.py`), links (`lint_links.py`), readability and tables (`lint_readability.py`), plots
-(`lint_plots.py`), front matter and what the Hub reads (`lint_metadata.py`), hand-written text against
+(`lint_plots.py`), front matter and what the Hub reads (`lint_metadata.py`, and `.eval_results` task ids against
+each benchmark's eval.yaml: `lint_benchmarks.py`), hand-written text against
 the card's own verdicts (`lint_claims.py`); the card as read back is
 `card_text.py`. This module runs them over a family's cards and keeps the template-text check.
 """
@@ -33,9 +34,10 @@ from pathlib import Path
 from hfrelease.cards.card_text import MEASURED, CardText, provenance_table, read_cards
 from hfrelease.cards.errors import CardLintError
 from hfrelease.cards.inputs import CardInputs
+from hfrelease.cards.lint_benchmarks import eval_result_tasks
 from hfrelease.cards.lint_claims import claims
 from hfrelease.cards.lint_freshness import age
-from hfrelease.cards.lint_links import links
+from hfrelease.cards.lint_links import command_paths, links
 from hfrelease.cards.lint_metadata import front_matter, metadata
 from hfrelease.cards.lint_numbers import expected_numbers, measured_tokens, serve_commands, speed_vs_reference
 from hfrelease.cards.lint_plots import plots
@@ -97,9 +99,11 @@ def lint_cards(manifest: Manifest, cards: Iterable[CardText], *, inputs: CardInp
             problems += speed_vs_reference(manifest, card, table, per_card.get(card.artifact_id, {}))
         problems += age(where, body, table, records, today=today, max_age_days=max_age_days)
         problems += links(where, body, repos, card.path.parent)
+        problems += command_paths(where, body)
         problems += readability(manifest, card, body)
         problems += plots(manifest, card, body)
         problems += metadata(manifest, card, body)
+        problems += eval_result_tasks(card.path.parent)
         problems += claims(manifest, card, body)
     problems += best_agreement(manifest, cards)
     return problems

@@ -10,10 +10,11 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from hfrelease.bundle.rules import prompt_repo_path
+from hfrelease.bundle.rules import gate_command_files, prompt_repo_path
 from hfrelease.cards.text import Markdown, code_block, code_span, escape_markdown
 from hfrelease.manifest import Artifact, Gate, Manifest, Workload
 
@@ -65,16 +66,52 @@ def unfold(text: str) -> list[str]:
 
 
 def gate_command(manifest: Manifest, gate: Gate, artifact: Artifact) -> Markdown | None:
-    """The `lm_eval` command that runs `gate` against `artifact` served on this machine (None for a gate
-    lm-eval does not run: a custom command prints its own, the fidelity gate is hfrelease's)."""
-    if gate.task is None:
-        return None
-    from hfrelease.evaluation.lm_eval_command import lm_eval_call
+    """The command that runs `gate` against `artifact` served on this machine: `lm_eval`, or a custom gate's
+    own command naming its files by their path in the published repo (`shipped_command`); None for the
+    fidelity gate (hfrelease's own). A gate with `seeds` shows one command per seed, each as it was run
+    (`hfrelease.evaluation.seeds.seed_runs`: the seed in every place it goes), in one block."""
+    from hfrelease.evaluation.seeds import seed_runs
 
-    call = lm_eval_call(gate, base_url=BASE_URL, model=artifact.repo,
-                        task_dir=Path("tasks") if gate.task_dir else None,
-                        tokenizer=artifact.repo if gate.api != "chat" else None)
-    return code_block(fold(call.argv(output_path=f"results/{gate.id}")), language="bash")
+    runs = seed_runs(gate)
+    commands = [argv for run in runs if (argv := _run_argv(manifest, run, artifact, several=len(runs) > 1))]
+    if not commands:
+        return None
+    if len(commands) == 1:
+        return code_block(fold(commands[0]), language="bash")
+    return code_block("\n\n".join(f"# seed {run.seed}\n{fold(argv)}" for run, argv in zip(runs, commands, strict=True)),
+                      language="bash")
+
+
+def _run_argv(manifest: Manifest, run: Gate, artifact: Artifact, *, several: bool) -> list[str] | None:
+    """One run's command line (its results apart from the other seeds' when there are several)."""
+    out = f"results/{run.id}" + (f"-seed{run.seed}" if several else "")
+    if run.task is not None:
+        from hfrelease.evaluation.lm_eval_command import lm_eval_call
+
+        call = lm_eval_call(run, base_url=BASE_URL, model=artifact.repo,
+                            task_dir=Path("tasks") if run.task_dir else None,
+                            tokenizer=artifact.repo if run.api != "chat" else None)
+        return call.argv(output_path=out)
+    if run.command is None and run.entry_point is None:
+        return None
+    from hfrelease.evaluation.custom_gate import custom_gate_argv
+
+    argv = custom_gate_argv(run.model_copy(update={"command": shipped_command(manifest, run)}), base_url=BASE_URL,
+                            model=artifact.repo, out=Path(f"{out}.json"))
+    if argv[0] == sys.executable:  # hfrelease ran it with its own interpreter; a reader runs their `python`
+        argv[0] = run.command[0] if run.command is not None else "python"
+    return argv
+
+
+def shipped_command(manifest: Manifest, gate: Gate) -> list[str] | None:
+    """A custom gate's command with each file it names at its path in the published repo (the bundle ships
+    them there: `bundle.rules.gate_command_files`), as a reader of the card runs it."""
+    if gate.command is None:
+        return None
+    command = list(gate.command)
+    for index, repo_path in gate_command_files(manifest, gate).items():
+        command[index] = repo_path
+    return command
 
 
 def workload_command(manifest: Manifest, workload: Workload, artifact: Artifact) -> Markdown:
