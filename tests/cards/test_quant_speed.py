@@ -134,3 +134,23 @@ def test_quant_speed_over_the_reference_carries_the_session_noise(nanbeige: Card
             "session noise) the reference's") in card.readme
     numbers = {row.id: row for row in card.numbers}
     assert numbers["speed.reasoning.fp8-dynamic.none.c1.vs_reference.sessions95.low"].text == f"{low:.2f}"
+
+
+def test_a_card_rendered_since_an_earlier_release_pools_its_session_noise(nanbeige: CardInputs) -> None:
+    """Rendered `--since` an earlier release, the card's speed judgments take the comparison's session noise (both
+    ledgers' A/A groups) when it has more degrees of freedom than the card's own ledger (none here): the ratio over
+    the reference gets an interval between sessions instead of the repeats' range."""
+    import math
+    from dataclasses import replace
+
+    from hfrelease.compare.rows import FamilyComparison
+    from hfrelease.speed.noise import SessionNoise
+
+    noise = SessionNoise(sigma=0.1, df=4, groups=("a", "b", "c", "d"))
+    changes = FamilyComparison(family="nanbeige", old_label="v1.2", new_label="v1.3", rows=(), one_sided=(),
+                               noise=noise)
+    card = render_family(replace(nanbeige, changes=changes), plots=False, artifacts=["fp8-dynamic"]).card("fp8-dynamic")
+    ratio = 244 / 170
+    half = 2.776445 * 0.1 * math.sqrt(2)
+    assert (f"output throughput {ratio:.2f}{TIMES} ({ratio * math.exp(-half):.2f}{DASH}{ratio * math.exp(half):.2f} "
+            "between sessions: within session noise) the reference's") in card.readme
