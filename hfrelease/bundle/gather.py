@@ -9,88 +9,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from hfrelease.bundle import rules
 from hfrelease.bundle.allowlist import Kind, Problem, Tree, admit
-from hfrelease.bundle.checksums import MANIFEST_NAME
-from hfrelease.errors import ConfigProblem
+from hfrelease.bundle.candidates import RESERVED, Candidates
+from hfrelease.bundle.ledger_files import gather_ledger
 from hfrelease.hashing import FileHash
-from hfrelease.ledger.record import RAW_KEYS
 from hfrelease.manifest import Artifact, Manifest
 
-RESERVED = (MANIFEST_NAME, ".gitattributes")  # the Hub's .gitattributes stays as the repo has it
 RENDERED = {"README.md": "card", "CITATION.cff": "citation", "citation.bib": "citation"}
 RENDERED_DIRS = {"plots": (".png", ".svg", ".jpg", ".jpeg", ".webp"), ".eval_results": (".yaml", ".yml"),
                  "every_eval_ever": (".json", "_samples.jsonl")}
 # Rendered folders whose files nest: Every Eval Ever's datastore layout, data/{gate}/{owner}/{model}/.
 NESTED_DIRS = {"every_eval_ever"}
 PLUGIN_PREFIX = "vllm_plugin/"
-LEDGER_PREFIX = "ledger/"
-SAMPLES_SUFFIX = ".samples.jsonl.gz"
-# Every raw file type a record may name (hfrelease.ledger.record.RAW_KEYS): each ships beside its record.
-RAW_SUFFIXES = tuple(f".{kind}" for kind in RAW_KEYS.values())
 SourceFetcher = Callable[[str, str], Path]  # (repo id, revision) -> local snapshot directory
-
-
-@dataclass(frozen=True, kw_only=True)
-class Refusal:
-    """A file that cannot be published, where it is named, and what to do about it."""
-
-    artifact: str
-    path: str
-    reason: str
-    fix: str
-    location: str = ""  # the manifest key (`artifact[1].files[0]`) or family-relative path that names it
-
-    def render(self) -> str:
-        return f"[{self.artifact}] {self.path}: {self.reason} ({self.fix})"
-
-    def problem(self) -> ConfigProblem:
-        """The refusal as `hfrelease check` reports it: at its location, naming the file unless that does."""
-        message = f"{self.reason} ({self.fix})"
-        named = self.location and self.location.rstrip("/") in self.path
-        return ConfigProblem(location=self.location or self.artifact,
-                             message=message if named else f"{self.path}: {message}")  # fmt: skip
-
-
-@dataclass
-class Candidates:
-    """Files gathered for one artifact before hashing: repo path -> real local path."""
-
-    artifact: str
-    index: int  # the artifact's place in the manifest, for locations
-    tree: Tree  # where its files may resolve: the family directory, then also its source
-    by_path: dict[str, tuple[Path, str]] = field(default_factory=dict)
-    in_repo: dict[str, tuple[FileHash, str]] = field(default_factory=dict)  # repo path -> (Hub's digest, role)
-    refusals: list[Refusal] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def refuse(self, path: Path | str, reason: str, fix: str, *, where: str = "") -> None:
-        self.refusals.append(Refusal(artifact=self.artifact, path=str(path), reason=reason, fix=fix, location=where))
-
-    def judge(self, path: Path, *, kind: Kind, name: str, where: str) -> Path | None:
-        """The allowlist's verdict on `path` shipped as `name`: its real path, or None (refused, recorded)."""
-        verdict = admit(path, tree=self.tree, kind=kind, name=name)
-        if isinstance(verdict, Problem):
-            self.refuse(path, verdict.reason, verdict.fix, where=where)
-            return None
-        return verdict
-
-    def add(self, repo_path: str, real: Path, role: str, *, where: str = "") -> None:
-        if repo_path in RESERVED:
-            self.refuse(real, f"would overwrite the repo's {repo_path}", "rename or remove the file", where=where)
-            return
-        if "\n" in repo_path or "\\" in repo_path:
-            self.refuse(real, "the name contains a newline or backslash", "rename the file", where=where)
-            return
-        existing = self.by_path.get(repo_path)
-        if existing is not None and existing[0] != real:
-            self.refuse(real, f"{existing[0]} already goes to {repo_path} in the repo", "keep only one of them",
-                        where=where)  # fmt: skip
-            return
-        self.by_path[repo_path] = (real, role)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -367,109 +302,6 @@ def _gather_prompts(manifest: Manifest, found: Candidates) -> None:
         real = found.judge(path, kind=Kind.DECLARED, name=repo_path.rsplit("/", 1)[1], where=where)
         if real is not None:
             found.add(repo_path, real, rules.role_of(repo_path), where=where)
-
-
-def gather_ledger(manifest: Manifest, artifact: Artifact, found: Candidates) -> None:
-    """results/<artifact-id>/: each record, the samples file it names and the raw `vllm bench serve` repeats it
-    names (`extra.raw`, `*.bench.jsonl`), as ledger/<name>; and every record of another artifact that the
-    rendered card cites (the reference's, above all, published or not), as ledger/<that id>/<name>.
-
-    The repeats ship because a speed record keeps only their median: `hfrelease compare` reading a release
-    tag draws a speed row's interval from them (a few KiB each). The other raw files (`/metrics` snapshots,
-    fidelity logprobs, up to ~1 MiB each) serve cards, which are rendered before publishing, and stay local.
-    The cited records of other artifacts ship in each repo whose card cites them (issue 27): the card says
-    every record behind it ships in its repo's `ledger/`, which held only its own, so a reference with
-    `publish = false` shipped nowhere. Copies in each citing repo (a few KiB per record) keep each repo
-    self-contained, where a separate family ledger repo would be one more repo every card, tag and verify
-    must name.
-    Every entry is judged before the ledger reads anything (a link out, a FIFO, a device must not be read);
-    then reading every record validates it (name matches content, schema ok), each samples file is checked
-    against its record's sha256 and each repeats file against the sha256 in its name, so a damaged record
-    or a file that is not the measured one never ships. A samples or repeats file no record names is left out.
-    """
-    directory = manifest.ledger_dir / artifact.id
-    if not directory.is_dir() and not directory.is_symlink():
-        found.notes.append(f"no ledger records in {directory}: the card cites no measured results")
-    else:
-        _gather_records(manifest, artifact.id, found, prefix=LEDGER_PREFIX, only=None)
-    for other, names in sorted(cited_records(manifest, artifact).items()):
-        _gather_records(manifest, other, found, prefix=f"{LEDGER_PREFIX}{other}/", only=names)
-
-
-def cited_records(manifest: Manifest, artifact: Artifact) -> dict[str, set[str]]:
-    """Record names (`<name>.json`) of other artifacts that the artifact's rendered card cites, by artifact id."""
-    from hfrelease.cards.card_text import provenance_table
-
-    card = manifest.root / artifact.id / "README.md"
-    if not card.is_file() or card.is_symlink():
-        return {}  # no card yet (a note says so), or a link the rendered walk refuses
-    ids = {a.id for a in manifest.artifact} - {artifact.id}
-    cited: dict[str, set[str]] = {}
-    for _, names in provenance_table(card.read_text(encoding="utf-8", errors="replace")).values():
-        for name in names:
-            owner, _, record = name.partition("/")
-            if owner in ids and record and "/" not in record:
-                cited.setdefault(owner, set()).add(record)
-    return cited
-
-
-def _gather_records(manifest: Manifest, artifact_id: str, found: Candidates, *, prefix: str,
-                    only: set[str] | None) -> None:
-    """One artifact's records (`only`: these record names and the files they name) as `prefix`<name>."""
-    from hfrelease.ledger.record import raw_files
-    from hfrelease.ledger.store import Ledger, record_name
-
-    results = manifest.ledger_dir
-    directory = results / artifact_id
-    where = f"results/{artifact_id}/"
-    if not directory.is_dir() and not directory.is_symlink():
-        return  # a cited record that is not in the ledger: `check --cards` says so
-    problem = found.tree.outside(directory)
-    if problem is not None:
-        found.refuse(directory, problem.reason, problem.fix, where=where)
-        return
-    before = len(found.refusals)
-    candidates: list[tuple[str, Path]] = []
-    for path in sorted(directory.iterdir()):
-        if path.name.startswith("."):
-            continue  # an interrupted atomic write leaves a hidden temp file
-        if path.is_dir() and not path.is_symlink():
-            continue
-        shipped = path.name.endswith((".json", SAMPLES_SUFFIX, *RAW_SUFFIXES))
-        if only is not None and path.name.endswith(".json") and path.name not in only:
-            continue
-        if not shipped:  # raw benchmark files stay local, but are read by cards: no link out either
-            outside = found.tree.outside(path)
-            if outside is not None:
-                found.refuse(path, outside.reason, outside.fix, where=where + path.name)
-            continue
-        real = found.judge(path, kind=Kind.LEDGER, name=path.name, where=where + path.name)
-        if real is not None:
-            candidates.append((path.name, real))
-    if len(found.refusals) > before:
-        return  # the ledger reads nothing that was refused
-    ledger = Ledger(results)
-    # A record's name is its content's (hfrelease.ledger.store.record_name), re-derived from its canonical bytes.
-    records = [r for r in ledger.records(artifact_id=artifact_id)
-               if only is None or record_name(r, r.to_json()).rsplit("/", 1)[-1] in only]  # fmt: skip
-    named = {r.samples_file for r in records if r.samples_file is not None}
-    present = {name for name, _ in candidates}
-    for record in records:
-        ledger.load_samples(record)  # verifies the samples file's sha256 against the record
-        # Every raw file a record names ships with it (the benchmark's repeats, the /metrics scrapes, the
-        # per-request outcomes, the fidelity gate's responses): `compare` from release tags re-derives its
-        # intervals from them and refuses a side whose files are missing (hfrelease.compare.sides).
-        for _, name in raw_files(record):
-            if name in present:
-                named.add(name)
-                ledger.raw_bytes(record, name)  # verifies the file against the sha256 in its name
-    left = [name for name, _ in candidates if name.endswith((SAMPLES_SUFFIX, *RAW_SUFFIXES)) and name not in named]
-    if left and only is None:
-        found.notes.append(f"samples or repeats files no record in {directory} names, not published: "
-                           f"{', '.join(left)}")
-    for name, real in candidates:
-        if name not in left:
-            found.add(prefix + name, real, "ledger-record", where=where + name)
 
 
 def _walk(root: Path, found: Candidates, *, where: str, plugin_tree: bool = False) -> list[tuple[str, Path]]:

@@ -32,11 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hfrelease.bundle.candidates import Candidates, Refusal
 from hfrelease.bundle.checksums import MANIFEST_NAME, render_manifest
 from hfrelease.bundle.gather import (
     PLUGIN_PREFIX,
-    Candidates,
-    Refusal,
     SourceFetcher,
     candidates_for,
     gather,
