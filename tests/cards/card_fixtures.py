@@ -39,12 +39,19 @@ def demo_manifest_as_recorded(ledger_root: Path = LEDGER_DEMO) -> Manifest:
     gates = {r.subject_id for r in records if r.kind == "gate"}
     workloads = {r.subject_id for r in records if r.kind in ("speed", "speed-sweep")}
     served = {(r.artifact_id, r.draft_artifact_id) for r in records if r.draft_artifact_id is not None}
+    # Losslessness is measured by the per-request pass (issue 24); a ledger recorded before it has no
+    # identical-output share, so its draft's `min_identical_outputs` gate is left out as an unmeasured gate is.
+    compared = any("identical_output_share" in r.metrics for r in records)
     artifacts = []
     for declared in manifest.artifact:
         draft = declared.draft
+        if draft is not None and not compared and draft.min_identical_outputs is not None:
+            draft = draft.model_copy(update={"min_identical_outputs": None})
         unmeasured = draft is not None and not any(d == declared.id and a != draft.target for a, d in served)
         if draft is not None and draft.matrix and unmeasured:
             artifacts.append(declared.model_copy(update={"draft": draft.model_copy(update={"matrix": False})}))
+        elif draft is not declared.draft:
+            artifacts.append(declared.model_copy(update={"draft": draft}))
         else:
             artifacts.append(declared)
     return manifest.model_copy(update={"gate": [g for g in manifest.gate if g.id in gates],
