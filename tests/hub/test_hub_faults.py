@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from huggingface_hub import CommitOperationAdd, HfApi, get_session
+from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
 from hfrelease.hub import FaultRule, HubServer, serve
@@ -83,16 +83,20 @@ def test_fault_limited_to_one_repo(api: HfApi, repo: str, hub: HubServer) -> Non
 
 
 def test_fault_rules_over_http_only_when_enabled(hub: HubServer, tmp_path: Path, token: str) -> None:
-    """POST/GET/DELETE /api/_hfrelease/faults drive the rules; the endpoint does not exist without the flag."""
+    """POST/GET/DELETE /api/_hfrelease/faults drive the rules; the endpoint does not exist without the flag.
+
+    Plain HTTP, not huggingface_hub's session: hfrelease installs a client factory that retries a 503 on a
+    GET (`hfrelease.hub_client`), which would absorb the one planted answer this test looks for."""
     url = f"{hub.url}/api/_hfrelease/faults"
-    added = get_session().post(url, json=[{"endpoint": "whoami", "status": 503, "times": 1}])
+    raw = httpx2.Client()
+    added = raw.post(url, json=[{"endpoint": "whoami", "status": 503, "times": 1}])
     assert added.status_code == 200 and added.json()[0]["status"] == 503
-    whoami = get_session().get(f"{hub.url}/api/whoami-v2", headers={"Authorization": f"Bearer {token}"})
+    whoami = raw.get(f"{hub.url}/api/whoami-v2", headers={"Authorization": f"Bearer {token}"})
     assert whoami.status_code == 503
-    assert get_session().get(url).json() == []
-    bad = get_session().post(url, json={"endpoint": "commit"})
+    assert raw.get(url).json() == []
+    bad = raw.post(url, json={"endpoint": "commit"})
     assert bad.status_code == 400
 
     with serve(tmp_path / "plain") as plain:
-        assert get_session().get(f"{plain.url}/api/_hfrelease/faults").status_code == 404
-        assert get_session().get(f"{plain.url}/api/_hfrelease/stats").status_code == 200
+        assert raw.get(f"{plain.url}/api/_hfrelease/faults").status_code == 404
+        assert raw.get(f"{plain.url}/api/_hfrelease/stats").status_code == 200
