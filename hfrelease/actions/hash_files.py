@@ -48,6 +48,7 @@ def hash_files(workspace: str, patterns: Sequence[str]) -> str:
         resolved = path.resolve()
         if not resolved.is_relative_to(root) or resolved == root or not resolved.is_file():
             continue
-        result.update(hashlib.sha256(resolved.read_bytes()).digest())
+        with resolved.open("rb") as handle:  # streamed: a workspace may hold multi-GB weights
+            result.update(hashlib.file_digest(handle, "sha256").digest())
         count += 1
     return result.hexdigest() if count else ""
