@@ -346,6 +346,11 @@ class _Runner:
             if missing:
                 raise _StepFailure("ERROR: Could not open requirements file: " + ", ".join(
                     f"{_expand(name, shell_env)} (not in the checked-out tree)" for name in missing), exit_code=1)
+            from hfrelease.preflight.install import step_install_problem
+
+            problem = step_install_problem(script, shell_env, cwd)
+            if problem is not None:  # pip would fail here on the runner: so does the rehearsal
+                raise _StepFailure(f"ERROR: hfrelease cannot be installed: {problem}", exit_code=1)
             return f"not run: {substitute.environment_note()}", [], {}, None
         if installs is None:
             raise _StepFailure("the step mixes pip installs with other commands: the rehearsal cannot run it "

@@ -10,8 +10,10 @@
   (`python_versions.py`), else the step fails as it does on GitHub.
 - a `run:` step that only installs with pip (into a virtual environment of the job's own: creating it and
   putting it on `GITHUB_PATH` count as part of the install): not run, but every `-r FILE` it names must be
-  in the checked-out tree (pip fails on a missing requirements file); the current environment stands in (a
-  rehearsal must not reinstall hfrelease or install vLLM's CUDA build on a CPU machine).
+  in the checked-out tree (pip fails on a missing requirements file), and the hfrelease it installs
+  (`$HFRELEASE`) must resolve as `hfrelease check` judges it (`preflight.install.step_install_problem`); the
+  current environment stands in (a rehearsal must not reinstall hfrelease or install vLLM's CUDA build on a
+  CPU machine).
 - `actions/attest`: not run (no Sigstore, no GitHub attestations API here); its `bundle-path` output is
   empty, so the publish job ships no attestation.
 """

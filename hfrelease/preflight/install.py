@@ -90,6 +90,37 @@ def _path_problem(spec: str, relative: str, root: Path) -> str | None:
     return problem
 
 
+def step_install_problem(run: str, env: Mapping[str, str], workspace: Path) -> str | None:
+    """Why one `run:` step's install of hfrelease would fail on a runner whose checkout is `workspace`, or None.
+
+    For the rehearsal, which substitutes pip installs by the current environment but must still fail where
+    pip would: the spec (`$HFRELEASE` expanded from the step's environment, or a literal hfrelease requirement)
+    is judged as `check` judges a workflow's line, except that an absolute path is accepted when it holds
+    hfrelease on this machine (the rehearsal's own workflow installs from the local checkout). A git or https
+    URL is not fetched (no network is assumed): it is judged by its form only.
+    """
+    for arg, named_index in _pip_targets(run):
+        variable = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", arg)
+        if variable:
+            if variable.group(1) != INSTALL_ENV:
+                continue
+            spec = env.get(INSTALL_ENV, "")
+        elif _normalized(_requirement_name(arg)) == DISTRIBUTION:
+            spec = arg
+        else:
+            continue
+        index = named_index or any(env.get(name) for name in _INDEX_ENV)
+        local = Path(spec.split("[", 1)[0].strip())
+        if local.is_absolute():
+            if _normalized(project_name(local) or "") == DISTRIBUTION:
+                continue
+            return f"{spec!r} does not hold hfrelease on this machine (no pyproject.toml naming it)"
+        problem = install_problem(spec, workspace, index=index)
+        if problem is not None:
+            return problem
+    return None
+
+
 def default_install(root: Path, *, runner: shell.Runner = subprocess.run) -> str | None:
     """An install line for a new family's workflows that resolves, or None when none is known.
 

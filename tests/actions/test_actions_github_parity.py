@@ -127,6 +127,42 @@ def test_an_install_step_fails_when_its_lock_file_is_not_in_the_tree(tmp_path: P
     assert _run(repo, tmp_path).ok
 
 
+def test_an_install_step_fails_when_hfrelease_cannot_resolve_from_the_checkout(tmp_path: Path) -> None:
+    """The hfrelease an install step names (`$HFRELEASE`) must resolve as pip would on the runner: a path not in
+    the committed tree, or PyPI's (hfrelease is not published there), fails the step; a path that is in it,
+    or an absolute path holding hfrelease on this machine (the rehearsal's own workflow), passes. Before, only
+    the `-r` files were looked for (issue 28, part 2: "`--install` resolves")."""
+    def job(spec: str) -> str:
+        return f"""\
+            name: w
+            on: push
+            env:
+              HFRELEASE: "{spec}"
+            jobs:
+              one:
+                runs-on: ubuntu-latest
+                steps:
+                  - uses: CHECKOUT
+                  - run: |
+                      python -m venv "$RUNNER_TEMP/venv"
+                      "$RUNNER_TEMP/venv/bin/python" -m pip install --no-deps "$HFRELEASE"
+            """
+
+    for spec, why in (("vendor/hfrelease", "does not exist in the repository"),
+                      ("hfrelease==1.0", "asks PyPI for hfrelease"),
+                      (str(tmp_path / "elsewhere"), "does not hold hfrelease on this machine")):
+        repo = _repo(tmp_path, job(spec))
+        run = _run(repo, tmp_path)
+        assert run.jobs[0].status == "failure", spec
+        assert "hfrelease cannot be installed" in run.jobs[0].detail and why in run.jobs[0].detail, run.jobs[0].detail
+    repo = _repo(tmp_path, job("vendor/hfrelease"))
+    (repo / "vendor" / "hfrelease").mkdir(parents=True)
+    (repo / "vendor" / "hfrelease" / "pyproject.toml").write_text('[project]\nname = "hfrelease"\n')
+    assert _run(repo, tmp_path).ok
+    local = Path(__file__).resolve().parents[2]  # this checkout, as `rehearsal_install` names it
+    assert _run(_repo(tmp_path, job(str(local))), tmp_path).ok
+
+
 def test_job_continue_on_error_lets_the_run_pass_and_needs_see_success(tmp_path: Path) -> None:
     """A job with `continue-on-error: true` that fails: shown as failed, but `needs.<id>.result` is success,
     its dependants run and the run passes (actions/runner#1161); its matrix siblings are not cancelled.

@@ -83,7 +83,7 @@ RELEASE = """
         steps:
           - uses: CHECKOUT
           - name: install
-            run: python -m pip install "hfrelease==0.1.0"
+            run: python -m pip install "hfrelease @ git+https://github.com/acme/hfrelease@0123456789abcdef0123456789abcdef01234567"
           - env:
               ARTIFACT: ${{ matrix.artifact }}
             run: |
