@@ -157,6 +157,15 @@ def test_compare_json_of_the_demos_two_releases_is_recomputed_from_their_records
         assert (row["sessions_old"], row["sessions_new"]) == (len(both[0]), len(both[1]))
         old_runs, new_runs = ([v for record, path in found for v in _repeats(record, path, row["metric"])]
                               for found in both)
+        if row["metric"].startswith("spec_") and o["extra"].get("requests") and n["extra"].get("requests"):
+            # Both sides keep per-request counters: the interval resamples prompts (its arithmetic is checked on
+            # planted prompts in tests/compare/test_acceptance_rows.py); here its size, that it holds the
+            # change, and the verdict it gives (the draft's weights changed: no session-noise rule applies).
+            assert (row["n_old"], row["n_new"]) == (len(o["extra"]["requests"]), len(n["extra"]["requests"]))
+            assert row["changed"] and row["ci_low"] <= row["delta"] <= row["ci_high"]
+            low, high = row["ci_low"], row["ci_high"]
+            assert row["verdict"] == ("better" if low > 0 else "worse" if high < 0 else "within noise")
+            continue
         assert (row["n_old"], row["n_new"]) == (len(old_runs), len(new_runs))
         # A record's value is the median of its repeats (kept to 6 decimals), a measurement's of several sessions
         # the median of all of them: the raw files are what its interval is drawn from.
