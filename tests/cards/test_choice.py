@@ -96,7 +96,7 @@ def test_the_committed_demo_cards_rank_and_advise() -> None:
     assert "slower than its target alone" not in table
     opening = text.split("<!-- measured:begin -->\n", 1)[1].split("<!-- measured:end -->", 1)[0]
     assert "tiny-W8A8-int8 is at least as good on every column of the table below, so choose it instead" in opening
-    assert re.search(r"the reference's 1\.91 MiB; .* \d\.\d\d× \(\d\.\d\d–\d\.\d\d between sessions\) the "
+    assert re.search(r"the reference's 1\.91 MiB; .* \d\.\d\d\u00d7 \(\d\.\d\d\u2013\d\.\d\d between sessions\) the "
                      r"reference's\.", opening), opening
     assert "1.18 MiB of weights against the reference's 1.91 MiB" in opening
     assert re.search(r"\d+\.\d \(\d+\.\d\u2013\d+\.\d\).* batch-1 output tok/s on Short chat", opening)
