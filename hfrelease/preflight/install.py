@@ -100,14 +100,8 @@ def step_install_problem(run: str, env: Mapping[str, str], workspace: Path) -> s
     URL is not fetched (no network is assumed): it is judged by its form only.
     """
     for arg, named_index in _pip_targets(run):
-        variable = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", arg)
-        if variable:
-            if variable.group(1) != INSTALL_ENV:
-                continue
-            spec = env.get(INSTALL_ENV, "")
-        elif _normalized(_requirement_name(arg)) == DISTRIBUTION:
-            spec = arg
-        else:
+        spec = _hfrelease_spec(arg, env)
+        if spec is None:
             continue
         index = named_index or any(env.get(name) for name in _INDEX_ENV)
         local = Path(spec.split("[", 1)[0].strip())
@@ -189,6 +183,15 @@ def _checkout_install(checkout: Path, runner: shell.Runner) -> str | None:
     return f"git+{origin}@{head}" if origin.startswith("https://") else None
 
 
+def _hfrelease_spec(arg: str, env: Mapping[str, Any]) -> str | None:
+    """What a `pip install` argument installs hfrelease from: `$HFRELEASE` read from `env` (the variable the
+    templates install from), or a literal hfrelease requirement; None for any other argument."""
+    variable = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", arg)
+    if variable:
+        return str(env.get(INSTALL_ENV, "")) if variable.group(1) == INSTALL_ENV else None
+    return arg if _normalized(_requirement_name(arg)) == DISTRIBUTION else None
+
+
 def _requirement_name(arg: str) -> str:
     found = _NAME.match(arg)
     return found.group(1) if found else ""
@@ -246,15 +249,13 @@ def workflow_install_problems(root: Path) -> list[ConfigProblem]:
                 continue
             index = any(name in env for name in _INDEX_ENV)
             for arg, named_index in _pip_targets(run):
-                variable = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", arg)
-                if variable:
-                    if variable.group(1) != INSTALL_ENV or not isinstance(env.get(INSTALL_ENV), str):
-                        continue
-                    spec, where = str(env[INSTALL_ENV]), f"{location}.env.{INSTALL_ENV}"
-                elif _normalized(_requirement_name(arg)) == DISTRIBUTION:
-                    spec, where = arg, f"{location}.run"
-                else:
+                if arg.startswith("$") and not isinstance(env.get(INSTALL_ENV), str):
                     continue
+                found = _hfrelease_spec(arg, env)
+                if found is None:
+                    continue
+                spec = found
+                where = f"{location}.env.{INSTALL_ENV}" if arg.startswith("$") else f"{location}.run"
                 problem = install_problem(spec, root, index=index or named_index)
                 if problem is not None and spec not in seen:
                     seen.add(spec)

@@ -101,14 +101,14 @@ def test_setup_python_fails_on_a_version_it_cannot_install(tmp_path: Path) -> No
         assert _run(repo, tmp_path).ok, version
 
 
-def test_an_install_step_fails_when_its_lock_file_is_not_in_the_tree(tmp_path: Path) -> None:
-    """A pip install's `-r "$LOCK"` (expanded as the shell would) must be in the checked-out tree: pip fails
-    on a missing requirements file. Before, every pip-only step passed unread."""
-    workflow = """\
+def _install_job(variable: str, value: str, install: str) -> str:
+    """A one-job workflow whose second step is the release workflow's install step: a job venv, then
+    `pip install <install>`, with `variable` set to `value` in the workflow's env."""
+    return f"""\
         name: w
         on: push
         env:
-          LOCK: locks/release-cpu.txt
+          {variable}: "{value}"
         jobs:
           one:
             runs-on: ubuntu-latest
@@ -116,8 +116,14 @@ def test_an_install_step_fails_when_its_lock_file_is_not_in_the_tree(tmp_path: P
               - uses: CHECKOUT
               - run: |
                   python -m venv "$RUNNER_TEMP/venv"
-                  "$RUNNER_TEMP/venv/bin/python" -m pip install --require-hashes --no-deps -r "$LOCK"
+                  "$RUNNER_TEMP/venv/bin/python" -m pip install {install}
         """
+
+
+def test_an_install_step_fails_when_its_lock_file_is_not_in_the_tree(tmp_path: Path) -> None:
+    """A pip install's `-r "$LOCK"` (expanded as the shell would) must be in the checked-out tree: pip fails
+    on a missing requirements file. Before, every pip-only step passed unread."""
+    workflow = _install_job("LOCK", "locks/release-cpu.txt", '--require-hashes --no-deps -r "$LOCK"')
     repo = _repo(tmp_path, workflow)
     run = _run(repo, tmp_path)
     assert run.jobs[0].status == "failure"
@@ -133,20 +139,7 @@ def test_an_install_step_fails_when_hfrelease_cannot_resolve_from_the_checkout(t
     or an absolute path holding hfrelease on this machine (the rehearsal's own workflow), passes. Before, only
     the `-r` files were looked for (issue 28, part 2: "`--install` resolves")."""
     def job(spec: str) -> str:
-        return f"""\
-            name: w
-            on: push
-            env:
-              HFRELEASE: "{spec}"
-            jobs:
-              one:
-                runs-on: ubuntu-latest
-                steps:
-                  - uses: CHECKOUT
-                  - run: |
-                      python -m venv "$RUNNER_TEMP/venv"
-                      "$RUNNER_TEMP/venv/bin/python" -m pip install --no-deps "$HFRELEASE"
-            """
+        return _install_job("HFRELEASE", spec, '--no-deps "$HFRELEASE"')
 
     for spec, why in (("vendor/hfrelease", "does not exist in the repository"),
                       ("hfrelease==1.0", "asks PyPI for hfrelease"),
