@@ -85,7 +85,7 @@ def main() -> None:  # noqa: PLR0915 - one linear script: measure, then print
         return
 
     from hfrelease.evaluation.plan import describe_gate, model_files, plan_eval
-    from hfrelease.hashing import weight_files
+    from hfrelease.files.hashing import weight_files
     from hfrelease.ledger.store import Ledger
     from hfrelease.manifest import load_manifest
     from hfrelease.serving.command import build_serve_command

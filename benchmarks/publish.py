@@ -32,7 +32,7 @@ from pathlib import Path
 
 from huggingface_hub import CommitOperationAdd, HfApi
 
-from hfrelease.hashing import HashCache
+from hfrelease.files.hashing import HashCache
 from hfrelease.hub import serve
 from hfrelease.manifest import load_manifest
 from hfrelease.publish import publish_family

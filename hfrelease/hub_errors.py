@@ -39,7 +39,7 @@ def hub_failure(error: BaseException, *, doing: str | None = None) -> HubError |
         return _http_failure(error, error.response, prefix)
     if isinstance(error, OfflineModeIsEnabled):
         # HF_HUB_OFFLINE=1 (scripts/offline.sh, CI) with a Hub off this machine: loopback Hubs are reached anyway
-        # (`hfrelease.sources.hub_access`), so this is the setting, not a bug.
+        # (`hfrelease.files.sources.hub_access`), so this is the setting, not a bug.
         return HubError(
             f"{prefix}HF_HUB_OFFLINE=1 keeps huggingface_hub from reaching a Hub off this machine ({error})",
             hint="Unset HF_HUB_OFFLINE to reach that Hub; a Hub on this machine (`--hub local`, or a loopback "

@@ -7,7 +7,7 @@ repos pointed at that repo's page in the preview, so cross-links can be followed
 Hub shows each model repo's card with the same layout (`hub_page_html`), addressed as the Hub addresses it.
 
 The layout is the Hub's at a 1200 px window: the card column is `CARD_COLUMN_PX` wide (the width the card
-lint's table budget assumes, `hfrelease.cards.lint_readability.MAX_TABLE_WIDTH`), tables in 14 px text, images at
+lint's table budget assumes, `hfrelease.cards.lint.readability.MAX_TABLE_WIDTH`), tables in 14 px text, images at
 most the column's width. Tables are laid out as a browser lays them out (wrapping at spaces) and are not
 clipped, so a table too wide for the column shows past it, as it would scroll out of view on the Hub.
 """

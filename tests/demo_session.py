@@ -54,7 +54,7 @@ def vendor_hub(demo_build: dict[str, Path], tmp_path_factory: pytest.TempPathFac
 
     A copy of build/demo/hub (one server owns a root), served for the session. `HF_ENDPOINT` is set for CLI
     subprocesses and huggingface_hub's constants for this process (it reads the variable once, at import);
-    offline mode stays on (only a loopback Hub is reachable with it, see hfrelease.sources). A fresh
+    offline mode stays on (only a loopback Hub is reachable with it, see hfrelease.files.sources). A fresh
     Hugging Face cache, so the download is really made.
     """
     from huggingface_hub import constants

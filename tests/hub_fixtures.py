@@ -1,6 +1,6 @@
 """Fixtures of the Hub server tests: a server on a free port with a tmp root, and a real HfApi client.
 
-Re-exported by the conftest of each folder that uses them (tests/hub, tests/sources), with the isolated client
+Re-exported by the conftest of each folder that uses them (tests/hub, tests/files), with the isolated client
 made autouse there.
 
 The suite-wide conftest puts huggingface_hub in offline mode so nothing reaches huggingface.co; these

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from hfrelease.compare.rows import RESAMPLES
-from hfrelease.hashing import FileHash
+from hfrelease.files.hashing import FileHash
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord, input_key
 from hfrelease.ledger.store import Ledger
 

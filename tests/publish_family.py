@@ -1,8 +1,7 @@
 """Fixtures of the publish tests: a tiny family built in tmp, the built-in Hub, a real HfApi client.
 
-Re-exported by the conftest of each folder that uses them (tests/publish, tests/bundle, tests/compare,
-tests/release); `publish_isolation` is autouse in tests/publish and tests/bundle, and named by the tests
-elsewhere that need it.
+Re-exported by the conftest of each folder that uses them (tests/publish, tests/bundle, tests/compare);
+`publish_isolation` is autouse in tests/publish and tests/bundle, and named by the tests elsewhere that need it.
 
 Like tests/hub, the client is loopback-only with Xet off (`HF_HUB_DISABLE_XET` is read at import, so it is
 set before huggingface_hub is imported and the constant is patched too). Families are written from
@@ -28,7 +27,7 @@ from huggingface_hub import HfApi
 from safetensors.numpy import save_file
 
 from hfrelease.bundle import PluginReport
-from hfrelease.hashing import HashCache
+from hfrelease.files.hashing import HashCache
 from hfrelease.hub import HubServer, serve
 from hfrelease.manifest import Manifest, load_manifest
 

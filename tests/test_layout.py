@@ -1,4 +1,5 @@
-"""The package's import graph: no cycle, only `hfrelease.cli` imports Click and Rich, and `cli/` stays thin."""
+"""The package's import graph: no cycle between modules nor between packages, only `hfrelease.cli` imports Click
+and Rich, and `cli/` stays thin."""
 
 from __future__ import annotations
 
@@ -75,6 +76,39 @@ def test_no_import_cycle() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     """The search reports a cycle it is given (so the test above cannot pass by never looking)."""
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+
+
+def _package(module: str) -> str | None:
+    """The package (or top-level module) of hfrelease that `module` belongs to: `hfrelease.ci.actions.run` is
+    `ci`; the root package itself (`hfrelease`, its `__version__`) is none."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """`graph` at package granularity: package A imports package B when any module of A imports one of B."""
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if (source := _package(module)) is None:
+            continue
+        packages.setdefault(source, set()).update(
+            t for target in targets if (t := _package(target)) is not None and t != source)
+    return packages
+
+
+def test_packages_import_only_downwards() -> None:
+    """No two packages import each other, through others either (not even for type annotations or inside a
+    function): the packages have an order, each importing only those below it (ARCHITECTURE.md draws it)."""
+    assert _cycle(_package_graph(_graph())) == []
+
+
+def test_the_package_graph_folds_modules_into_packages() -> None:
+    """Modules of two packages importing each other's are a package cycle, though no module imports itself
+    (so the test above cannot pass by looking at modules)."""
+    modules = {"hfrelease.a.x": {"hfrelease.b.y"}, "hfrelease.b.z": {"hfrelease.a.w"}, "hfrelease.a.w": set(),
+               "hfrelease.b.y": set(), "hfrelease": set()}
+    assert _cycle(modules) == []
+    assert _cycle(_package_graph(modules)) == ["a", "b", "a"]
 
 
 def test_only_the_cli_imports_click_and_rich() -> None:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hfrelease.bundle.allowlist import Kind, Problem, Tree, admit
 from hfrelease.bundle.checksums import MANIFEST_NAME
 from hfrelease.errors import ConfigProblem
-from hfrelease.hashing import FileHash
+from hfrelease.files.allowlist import Kind, Problem, Tree, admit
+from hfrelease.files.hashing import FileHash
 
 RESERVED = (MANIFEST_NAME, ".gitattributes")  # the Hub's .gitattributes stays as the repo has it
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from hfrelease.hashing import FileHash
+from hfrelease.files.hashing import FileHash
 
 MANIFEST_NAME = "MANIFEST"
 FORMAT_VERSION = 1

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hfrelease.bundle import rules
-from hfrelease.bundle.allowlist import Kind, Problem, Tree, admit
 from hfrelease.bundle.candidates import RESERVED, Candidates
 from hfrelease.bundle.ledger_files import gather_ledger
-from hfrelease.hashing import FileHash
+from hfrelease.files import rules
+from hfrelease.files.allowlist import Kind, Problem, Tree, admit
+from hfrelease.files.hashing import FileHash
 from hfrelease.manifest import Artifact, Manifest
 
 RENDERED = {"README.md": "card", "CITATION.cff": "citation", "citation.bib": "citation"}
@@ -71,7 +71,7 @@ def source_dir(
     if source.hub == artifact.repo and fetcher is None:
         _gather_own_repo(manifest, artifact, found)
         return None
-    from hfrelease.sources import cache_repo_dir, download_snapshot
+    from hfrelease.files.sources import cache_repo_dir, download_snapshot
 
     snapshot = (fetcher or download_snapshot)(source.hub, source.revision)
     # A cache snapshot's files link to ../../blobs/: the repo folder of the cache bounds them.
@@ -211,7 +211,7 @@ def _gather_own_repo(manifest: Manifest, artifact: Artifact, found: Candidates) 
     LFS file is taken from the Hub's listing (its sha256 is the LFS oid: what hashing it would give); a
     file kept in git itself is small, so it is downloaded and judged like a local file.
     """
-    from hfrelease.sources import cache_repo_dir, hub_file, hub_listing
+    from hfrelease.files.sources import cache_repo_dir, hub_file, hub_listing
 
     source = artifact.source
     assert source.hub is not None and source.revision is not None

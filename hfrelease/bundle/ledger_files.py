@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hfrelease.bundle.allowlist import Kind
 from hfrelease.bundle.candidates import Candidates
+from hfrelease.files.allowlist import Kind
 from hfrelease.ledger.record import RAW_KEYS
 from hfrelease.manifest import Artifact, Manifest
 

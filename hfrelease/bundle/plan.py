@@ -43,7 +43,7 @@ from hfrelease.bundle.gather import (
 )
 from hfrelease.bundle.plugin_check import PluginChecker, PluginReport, check_plugin
 from hfrelease.errors import ExitCode, HfreleaseError
-from hfrelease.hashing import FileHash, HashCache, hash_files
+from hfrelease.files.hashing import FileHash, HashCache, hash_files
 from hfrelease.manifest import Artifact, Manifest
 from hfrelease.manifest.selection import select
 
@@ -217,7 +217,7 @@ def _repo_bundle(
         for path, (digest, role) in found.in_repo.items() if path not in found.by_path
     ]
     weights = sorted((f for f in files if f.role == "weights"), key=lambda f: f.path)
-    # The same format as hfrelease.hashing.hash_artifact, so MANIFEST names the hash cards cite.
+    # The same format as hfrelease.files.hashing.hash_artifact, so MANIFEST names the hash cards cite.
     lines = "".join(f"{f.sha256}  {f.path}\n" for f in weights)
     content_hash = hashlib.sha256(lines.encode()).hexdigest()
     header = [

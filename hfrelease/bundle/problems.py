@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hfrelease.bundle.allowlist import Tree
 from hfrelease.bundle.candidates import Refusal
 from hfrelease.bundle.gather import candidates_for, declared_files, gather, source_dir
 from hfrelease.errors import ConfigProblem
+from hfrelease.files.allowlist import Tree
 from hfrelease.manifest import Manifest
 
 

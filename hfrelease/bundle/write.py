@@ -9,11 +9,11 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from hfrelease.atomic import write_atomic
 from hfrelease.bundle.checksums import MANIFEST_NAME, parse_manifest
 from hfrelease.bundle.plan import BundleFile, FamilyBundle, RepoBundle
 from hfrelease.errors import ExitCode, HfreleaseError
-from hfrelease.hashing import WEIGHT_SUFFIX, hash_files
+from hfrelease.files.atomic import write_atomic
+from hfrelease.files.hashing import WEIGHT_SUFFIX, hash_files
 from hfrelease.manifest import Manifest
 
 

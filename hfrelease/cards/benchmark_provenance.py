@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hfrelease.bundle.rules import GATES_DIR, gate_command_files, prompt_repo_path
 from hfrelease.cards.measurements import FamilyMeasurements
 from hfrelease.cards.numbers import DASH, TIMES
 from hfrelease.cards.reproduce import gate_command, shipped_command, workload_command
 from hfrelease.cards.speed_tables import sampling
 from hfrelease.cards.text import Markdown, code_span, escape_markdown
 from hfrelease.cards.view import Context
+from hfrelease.files.rules import GATES_DIR, gate_command_files, prompt_repo_path
 from hfrelease.manifest import Artifact, Gate, Manifest
 from hfrelease.serving.kernels import isa_name
 

@@ -134,7 +134,7 @@ def _family(manifest: Manifest) -> Context:
 
 
 def _creation(manifest: Manifest, artifact: Artifact) -> Context | None:
-    from hfrelease.bundle.rules import shipped_path
+    from hfrelease.files.rules import shipped_path
 
     q = artifact.quantization
     if q is None:
@@ -176,7 +176,7 @@ def _sections(inputs: CardInputs, artifact: Artifact) -> dict[str, Markdown]:
     family = inputs.sections.get(FAMILY, {})
     own = inputs.sections.get(artifact.id, {})
     # Hand-written text is marked as such, so the card lint can hold it to the card's own verdicts
-    # (`lint_claims.py`): a comment on a line of its own, which the Hub does not show.
+    # (`lint/claims.py`): a comment on a line of its own, which the Hub does not show.
     found = {name: prose(own.get(name, family.get(name, ""))) for name in SECTION_NAMES}
     return {name: Markdown(f"<!-- hand:begin -->\n{text}\n<!-- hand:end -->") if text else text
             for name, text in found.items()}

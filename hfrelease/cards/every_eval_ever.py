@@ -187,7 +187,7 @@ def _metric_config(gate: Gate, result: GateResult) -> dict[str, Any]:
 
 def item_scores(result: GateResult) -> dict[str, float]:
     """Each item's score, its mean over the seeds for a gate run under several (items every run scored)."""
-    from hfrelease.evaluation.seeds import item_means
+    from hfrelease.verdicts.seeds import item_means
 
     runs: dict[int, tuple[Sample, ...]] = {i: e.samples for i, e in enumerate(result.entries)}
     return item_means(runs, lambda s: s.score)[0] if all(runs.values()) else {}

@@ -2,7 +2,7 @@
 
 Kept apart from the quality tables (`quality_tables.py`), whose deltas, points and recovery describe accuracy:
 a fidelity gate's figures are distances from the reference (0 is identical), judged against `max_kl` /
-`max_flip_rate` by the same verdict function `hfrelease eval` uses (`hfrelease.evaluation.verdict`).
+`max_flip_rate` by the same verdict function `hfrelease eval` uses (`hfrelease.verdicts.verdict`).
 Every number is registered with the records it comes from, so `check --cards` traces it.
 """
 
@@ -15,9 +15,9 @@ from hfrelease.cards.measurements import FamilyMeasurements, GateResult
 from hfrelease.cards.numbers import NumberRegistry, fixed
 from hfrelease.cards.text import Markdown, escape_markdown
 from hfrelease.errors import MeasurementError
-from hfrelease.evaluation.comparison import Comparison
-from hfrelease.evaluation.verdict import judge_samples
 from hfrelease.manifest import Artifact, Gate, Manifest
+from hfrelease.verdicts.comparison import Comparison
+from hfrelease.verdicts.verdict import judge_samples
 
 Context = dict[str, Any]
 

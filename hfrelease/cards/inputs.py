@@ -116,7 +116,7 @@ def _read_ledger(manifest: Manifest, ledger_root: Path | None) -> tuple[RecordEn
 def results_problems(manifest: Manifest, *, ledger_root: Path | None = None) -> list[tuple[str, str]]:
     """(path, what is wrong) of each entry of the ledger that resolves out of the family (or of `ledger_root`,
     a merged ledger elsewhere) or is not a regular file: checked before the ledger reads any of them."""
-    from hfrelease.bundle.allowlist import Tree
+    from hfrelease.files.allowlist import Tree
 
     results = ledger_root or manifest.ledger_dir
     tree = Tree.of(ledger_root or manifest.root)
@@ -154,7 +154,7 @@ def section_problems(manifest: Manifest) -> list[tuple[str, str]]:
 
 
 def _scan_sections(manifest: Manifest) -> tuple[dict[str, dict[str, str]], list[tuple[str, str]]]:
-    from hfrelease.bundle.allowlist import Kind, Problem, Tree, admit
+    from hfrelease.files.allowlist import Kind, Problem, Tree, admit
 
     root = manifest.root / "sections"
     found: dict[str, dict[str, str]] = {FAMILY: {}}
@@ -194,7 +194,7 @@ def _scan_sections(manifest: Manifest) -> tuple[dict[str, dict[str, str]], list[
 
 
 def _read_files(manifest: Manifest) -> dict[str, dict[str, str]]:
-    from hfrelease.bundle.allowlist import Kind, Problem, Tree, admit
+    from hfrelease.files.allowlist import Kind, Problem, Tree, admit
 
     found: dict[str, dict[str, str]] = {}
     for artifact in manifest.artifact:

@@ -14,7 +14,7 @@ mixes measurements of different weights or shows a stale number:
   its repeats do not overlap the runner-up's) and it is slower than no other config at any other measured
   point of the workload: each concurrency, each input length of its context sweep. Otherwise every card
   says "not a clear win" and where it loses, from this one verdict.
-- Verdicts and deltas are `hfrelease.evaluation.verdict.gate_verdict`'s (the paired bootstrap with the
+- Verdicts and deltas are `hfrelease.verdicts.verdict.gate_verdict`'s (the paired bootstrap with the
   gate's own seed), so a card shows exactly the verdict and interval `hfrelease eval` and the release judged.
 """
 
@@ -28,13 +28,13 @@ from typing import Literal
 
 from hfrelease.cards.errors import CardError, MissingMeasurementError
 from hfrelease.cards.inputs import CardInputs, RecordEntry
-from hfrelease.evaluation.comparison import Comparison
 from hfrelease.evaluation.plan import gate_artifacts
-from hfrelease.evaluation.seeds import gate_seeds
-from hfrelease.evaluation.verdict import Verdict, gate_verdict, headline_value, seeded_value
 from hfrelease.ledger.record import Sample
 from hfrelease.manifest import Gate, Manifest, Workload
 from hfrelease.speed.noise import SessionNoise, host_noise
+from hfrelease.verdicts.comparison import Comparison
+from hfrelease.verdicts.seeds import gate_seeds
+from hfrelease.verdicts.verdict import Verdict, gate_verdict, headline_value, seeded_value
 
 NONE = "none"  # the speculative "config" of serving without speculation
 # How a card labels speed an emulation kernel measured (`SpeedPoint.emulated`).
@@ -53,10 +53,10 @@ class GateResult:
     stderr: float | None
     comparison: Comparison | None = None
     reference: RecordEntry | None = None
-    verdict: Verdict  # `hfrelease.evaluation.verdict.gate_verdict`'s
+    verdict: Verdict  # `hfrelease.verdicts.verdict.gate_verdict`'s
     reason: str
     # A gate with `seeds`: every seed's record (`entry` is the first seed's), the reference's likewise, and
-    # `value` / `stderr` over the runs (`hfrelease.evaluation.seeds.seeded_value`); empty for one run.
+    # `value` / `stderr` over the runs (`hfrelease.verdicts.seeds.seeded_value`); empty for one run.
     seed_entries: tuple[RecordEntry, ...] = ()
     seed_references: tuple[RecordEntry, ...] = ()
 

@@ -1,6 +1,6 @@
 """What a reader needs to re-run a card's figures (issue 25, part 6): each gate's `lm_eval` command and each
 workload's `vllm bench serve` command against a server started with the card's serve command, the prompt
-files by their path in the published repo (the bundle ships them, `bundle.rules.shipped_prompts`), and the
+files by their path in the published repo (the bundle ships them, `files.rules.shipped_prompts`), and the
 hardware the artifact's kernels need. Every command is folded one flag per line and a JSON value one key per
 line, so that no line is wider than the Hub's card column.
 """
@@ -14,8 +14,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from hfrelease.bundle.rules import gate_command_files, prompt_repo_path
 from hfrelease.cards.text import Markdown, code_block, code_span, escape_markdown
+from hfrelease.files.rules import gate_command_files, prompt_repo_path
 from hfrelease.manifest import Artifact, Gate, Manifest, Workload
 
 BASE_URL = "http://localhost:8000"  # where `vllm serve` listens by default
@@ -69,8 +69,8 @@ def gate_command(manifest: Manifest, gate: Gate, artifact: Artifact) -> Markdown
     """The command that runs `gate` against `artifact` served on this machine: `lm_eval`, or a custom gate's
     own command naming its files by their path in the published repo (`shipped_command`); None for the
     fidelity gate (hfrelease's own). A gate with `seeds` shows one command per seed, each as it was run
-    (`hfrelease.evaluation.seeds.seed_runs`: the seed in every place it goes), in one block."""
-    from hfrelease.evaluation.seeds import seed_runs
+    (`hfrelease.verdicts.seeds.seed_runs`: the seed in every place it goes), in one block."""
+    from hfrelease.verdicts.seeds import seed_runs
 
     runs = seed_runs(gate)
     commands = [argv for run in runs if (argv := _run_argv(manifest, run, artifact, several=len(runs) > 1))]
@@ -105,7 +105,7 @@ def _run_argv(manifest: Manifest, run: Gate, artifact: Artifact, *, several: boo
 
 def shipped_command(manifest: Manifest, gate: Gate) -> list[str] | None:
     """A custom gate's command with each file it names at its path in the published repo (the bundle ships
-    them there: `bundle.rules.gate_command_files`), as a reader of the card runs it."""
+    them there: `files.rules.gate_command_files`), as a reader of the card runs it."""
     if gate.command is None:
         return None
     command = list(gate.command)

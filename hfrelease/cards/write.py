@@ -11,8 +11,8 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
-from hfrelease.atomic import write_atomic
 from hfrelease.cards.render import RenderedFamily
+from hfrelease.files.atomic import write_atomic
 
 GENERATED_DIRS = ("plots", ".eval_results", "every_eval_ever")
 

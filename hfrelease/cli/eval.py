@@ -75,8 +75,8 @@ def eval_(
 @contextlib.contextmanager
 def _live(progress: LiveProgress, *, fold: str, logs: str) -> Iterator[None]:
     """`progress` drawn live while the block runs, in a GitHub Actions fold; then where the logs are (dimmed)."""
+    from hfrelease.ci.github import folded
     from hfrelease.cli.output import echo, live
-    from hfrelease.release.ci import folded
 
     with folded(fold, lambda text: click.echo(text, err=True)):
         try:

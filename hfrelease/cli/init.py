@@ -35,9 +35,9 @@ def init(
     environment: str = "release", install: str = "",
 ) -> None:
     """Scaffold DIRECTORY with a commented release.toml, sections/, results/ and prompts/."""
+    from hfrelease.ci.scaffold import FamilySpec
+    from hfrelease.ci.workflows import WorkflowSpec
     from hfrelease.cli.output import show
-    from hfrelease.release.workflows import WorkflowSpec
-    from hfrelease.scaffold import FamilySpec
     from hfrelease.stages.init import InitSettings, init_stage, init_view
 
     ctx = click.get_current_context()

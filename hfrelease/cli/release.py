@@ -62,7 +62,7 @@ def release(
     from hfrelease.stages.release_view import rehearsal_view
 
     if write_workflow:
-        from hfrelease.release.rehearsal import write_release_workflow
+        from hfrelease.ci.rehearsal import write_release_workflow
         from hfrelease.stages.view import Styled, line
 
         show([line(Styled("wrote", "green"), f" {write_release_workflow(manifest, root=root, force=force)}", err=True)])

@@ -3,14 +3,14 @@
 A gate row is (gate, mode, artifact); a speed row is (workload, speculative config, concurrency, mode,
 artifact), its draft named. Each side's newest "ok" record of a row is compared (void records measured
 nothing). A gate run under several seeds is one measurement recorded as one record per seed
-(`hfrelease.evaluation.seeds`): its row is the newest record of each seed, the seeds merged as the verdict
+(`hfrelease.verdicts.seeds`): its row is the newest record of each seed, the seeds merged as the verdict
 merges them (the value is the mean of the runs' values, each item's score its mean over the seeds, an item
 and its seeds one resampling unit). Which seeds belong together: the manifest's `seeds` of the gate when a
 manifest is given; without one, the seeds of the newest record's sampled siblings (records differing from
 it in the seed alone, at a temperature above 0; greedy runs under several seeds repeat one measurement).
 The difference is always NEW - OLD in the metric's own unit, and its 95 % interval comes from:
 
-- **a paired bootstrap** (`hfrelease.evaluation.comparison.paired_comparison`) when both records hold
+- **a paired bootstrap** (`hfrelease.verdicts.comparison.paired_comparison`) when both records hold
   per-sample scores of the same items: the same task hash and the same document ids. Pairing removes the
   items' own difficulty from the noise, as it does for a gate against its reference.
 - **an unpaired bootstrap** otherwise: each side's per-sample scores (a gate whose items changed), or each
@@ -297,8 +297,8 @@ def _over_prompts(row: ComparedRow, old: _Measured, new: _Measured) -> ComparedR
 
 def sample_scores(measured: _Measured) -> dict[str, float]:
     """Per item, its score; for a gate run under several seeds, its mean over the seeds that all scored it."""
-    from hfrelease.evaluation.seeds import item_means
     from hfrelease.ledger.store import Ledger
+    from hfrelease.verdicts.seeds import item_means
 
     ledger = Ledger(measured.side.root)
     if not measured.runs:
@@ -315,7 +315,7 @@ def _run_mean(measured: _Measured, metric: str) -> float:
 
 
 def _gate_row(old: _Measured, new: _Measured, metric: str, changed: tuple[ChangedInput, ...]) -> ComparedRow:
-    from hfrelease.evaluation.comparison import paired_comparison
+    from hfrelease.verdicts.comparison import paired_comparison
 
     o, n = old.record, new.record
     hib = higher_is_better(n, metric)

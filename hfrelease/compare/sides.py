@@ -244,8 +244,8 @@ def _from_hub(tag: str, manifest: Manifest, work: Path, *, endpoint: str | None,
     from huggingface_hub import HfApi
     from huggingface_hub.errors import RepositoryNotFoundError
 
+    from hfrelease.files.sources import hub_access, hub_endpoint
     from hfrelease.hub_errors import hub_errors
-    from hfrelease.sources import hub_access, hub_endpoint
 
     label = f"hub:{tag}"
     url = endpoint or hub_endpoint()

@@ -93,9 +93,9 @@ def _upload_to(hub_root: Path, folders: Mapping[str, Path]) -> dict[str, str]:
     """Each folder uploaded to its repo on the Hub in `hub_root` (served for the upload); {repo: commit}."""
     from huggingface_hub import HfApi
 
+    from hfrelease.files.sources import hub_access
     from hfrelease.hub import serve
     from hfrelease.publish.target import disable_xet
-    from hfrelease.sources import hub_access
 
     disable_xet()
     server = serve(hub_root)

@@ -1,1 +1,3 @@
-"""Evaluation: quality gates and speed workloads run against served artifacts, and how results are compared."""
+"""Evaluation: quality gates run against served artifacts, recorded in the ledger and judged against the
+reference (the verdicts themselves are `hfrelease.verdicts`').
+"""

@@ -7,21 +7,21 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hfrelease.errors import HfreleaseError
-from hfrelease.evaluation.comparison import Comparison
 from hfrelease.evaluation.plan import (
     EvalPlan,
     GateJob,
     find_gate_record,
     manifest_gate,
 )
-from hfrelease.evaluation.verdict import Verdict, gate_verdict, seeded_value
-from hfrelease.hashing import HashCache
+from hfrelease.files.hashing import HashCache
+from hfrelease.files.sources import artifact_content
 from hfrelease.ledger.record import LedgerRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Gate, Manifest
 from hfrelease.serving.command import build_serve_command
 from hfrelease.serving.kernels import isa_name
-from hfrelease.sources import artifact_content
+from hfrelease.verdicts.comparison import Comparison
+from hfrelease.verdicts.verdict import Verdict, gate_verdict, seeded_value
 
 # A gate run measured in this process: (artifact id, gate id, seed): a gate with `seeds` has one run per seed.
 RunKey = tuple[str, str, int]
@@ -72,7 +72,7 @@ def judge(
     """Compare each artifact's gate result with the reference's, on the same samples.
 
     A gate with `seeds` is one row over all of its runs, judged once every seed's run is recorded (on the
-    artifact and the reference; `hfrelease.evaluation.seeds`): a void run voids the row. `any_harness`: the
+    artifact and the reference; `hfrelease.verdicts.seeds`): a void run voids the row. `any_harness`: the
     reference's record may have been made with another vLLM / lm-eval than the one installed here (judging
     where no vLLM is installed; see `find_gate_record`).
     """

@@ -17,15 +17,15 @@ from hfrelease.errors import ArtifactError, HubError
 from hfrelease.evaluation.budget import InFlight, Sweep, choose_in_flight, find_sweep
 from hfrelease.evaluation.custom_gate import custom_gate_argv
 from hfrelease.evaluation.lm_eval_command import LmEvalCall, lm_eval_call
-from hfrelease.evaluation.seeds import seed_runs
-from hfrelease.hashing import ContentHash, HashCache, hash_artifact
+from hfrelease.files.hashing import ContentHash, HashCache, hash_artifact
+from hfrelease.files.sources import artifact_content
 from hfrelease.ledger.record import LedgerRecord, input_key
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Artifact, Gate, Manifest
 from hfrelease.manifest.selection import select
 from hfrelease.serving.command import ServeCommand, build_serve_command
 from hfrelease.serving.emulation import with_emulation
-from hfrelease.sources import artifact_content
+from hfrelease.verdicts.seeds import seed_runs
 
 # Gate fields that change how a measurement is judged, not what is measured: editing them re-judges the
 # recorded samples instead of re-running the gate (request_timeout only bounds how long a request is awaited).
@@ -33,14 +33,14 @@ _JUDGEMENT_FIELDS = {"label", "description", "margin", "floor", "min_recovery", 
                      "artifacts", "num_concurrent", "request_timeout", "truncation_margin", "max_kl", "max_flip_rate"}
 # Fields left out of the key while unset, so the keys of every other gate stay what they were before these
 # fields existed (and their recorded results stay current): the fidelity gate's, and `seeds`, which a gate's
-# runs never carry (each run is the gate with one `seed`, see `hfrelease.evaluation.seeds`).
+# runs never carry (each run is the gate with one `seed`, see `hfrelease.verdicts.seeds`).
 _KEYED_WHEN_SET = {"fidelity", "top_k", "seeds"}
 
 
 @dataclass(frozen=True, kw_only=True)
 class GateJob:
     """One run of a gate on an artifact: a gate with `seeds` has one job per seed, each `gate` being that
-    seed's run (`seed` set, no `seeds`; `hfrelease.evaluation.seeds.seed_runs`), recorded under its own key."""
+    seed's run (`seed` set, no `seeds`; `hfrelease.verdicts.seeds.seed_runs`), recorded under its own key."""
 
     artifact_id: str
     gate: Gate
@@ -218,7 +218,7 @@ def resolve_model_dir(manifest: Manifest, artifact: Artifact, *, download: bool)
         return manifest.resolve(artifact.source.path)
     if not download:
         return None
-    from hfrelease.sources import download_snapshot
+    from hfrelease.files.sources import download_snapshot
 
     assert artifact.source.hub is not None and artifact.source.revision is not None
     return download_snapshot(artifact.source.hub, artifact.source.revision)
@@ -281,7 +281,7 @@ def plan_eval(
     reference is then never planned for a fidelity gate (its record must exist, else the gate says so).
 
     `download=False` never downloads a Hub source's weights: its identity comes from the Hub
-    (`hfrelease.sources`), so recorded results are still found. `any_harness` finds records made with
+    (`hfrelease.files.sources`), so recorded results are still found. `any_harness` finds records made with
     another vLLM / lm-eval than the one installed here (`find_gate_record`): for judging, not measuring.
     """
     select(manifest, artifacts=artifacts, gates=gates)

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hfrelease.errors import ExitCode
-from hfrelease.evaluation import severity
 from hfrelease.evaluation.budget import InFlight, choose_in_flight
 from hfrelease.evaluation.events import EvalEvents, NullEvents
 from hfrelease.evaluation.judging import GateRow, RunKey, judge
@@ -31,7 +30,7 @@ from hfrelease.evaluation.plan import (
 from hfrelease.evaluation.schedule import run_at_once
 from hfrelease.evaluation.server_job import GateContext, run_gates
 from hfrelease.evaluation.utilization import LoadWatch, Utilization
-from hfrelease.hashing import HashCache
+from hfrelease.files.hashing import HashCache
 from hfrelease.ledger.record import LedgerRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest
@@ -39,6 +38,7 @@ from hfrelease.serving.command import ServeCommand
 from hfrelease.serving.emulation import ensure_route
 from hfrelease.serving.plugin import ensure_plugin
 from hfrelease.serving.process import VllmServer, check_identity, free_port, launch
+from hfrelease.verdicts import severity
 
 AfterGates = Callable[[ServerJob, VllmServer, ServeCommand], None]
 BeforeGates = Callable[[ServerJob, VllmServer, ServeCommand], ServerJob]  # the job to run, maybe a new budget
@@ -77,7 +77,7 @@ class EvalReport:
 
     @property
     def exit_code(self) -> ExitCode:
-        """The most serious verdict's code (`hfrelease.evaluation.severity`), over the rows this run judges."""
+        """The most serious verdict's code (`hfrelease.verdicts.severity`), over the rows this run judges."""
         return severity.exit_code(r.verdict for r in self.rows if not self.awaits_reference(r))
 
     def awaits_reference(self, row: GateRow) -> bool:

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hfrelease.atomic import write_atomic
 from hfrelease.errors import MeasurementError
 from hfrelease.evaluation.custom_gate import run_custom_gate
 from hfrelease.evaluation.events import EvalEvents
@@ -39,7 +38,8 @@ from hfrelease.evaluation.plan import (
 from hfrelease.evaluation.records import gate_record
 from hfrelease.evaluation.timeouts import MAX_RETRIES, gate_request_timeout, stall_window
 from hfrelease.evaluation.utilization import LoadWatch
-from hfrelease.hashing import HashCache
+from hfrelease.files.atomic import write_atomic
+from hfrelease.files.hashing import HashCache
 from hfrelease.ledger.provenance import now_utc_iso
 from hfrelease.ledger.record import LedgerRecord, raw_files
 from hfrelease.ledger.store import Ledger

@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from hfrelease.hashing import FileHash
+from hfrelease.files.hashing import FileHash
 from hfrelease.manifest.fields import Slug
 from hfrelease.redact import REDACTED, redact, redact_env, secret_values
 

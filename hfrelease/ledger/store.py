@@ -28,15 +28,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hfrelease.atomic import write_atomic
 from hfrelease.errors import LedgerError, UsageError
+from hfrelease.files.allowlist import SAMPLES_LIMIT
+from hfrelease.files.atomic import write_atomic
 from hfrelease.ledger.record import RAW_FILE, RAW_KEYS, Kind, LedgerRecord, Sample, check_samples, raw_files
 
 SPILL_BYTES = 256 * 1024
-# The most a ledger samples file may decompress to. Its JSON lines hold excerpts of the responses (2,000
-# characters each: `lm_eval_results.RESPONSE_EXCERPT`), a few KiB a sample: 1 GiB is over 100,000 samples, and a
-# gzip that inflates past it (a decompression bomb) is refused once that much is read.
-SAMPLES_LIMIT = 1024 * 1024 * 1024
 _REPAIR_HINT = "Restore the file from git, or delete it: the measurement is then re-run."
 
 

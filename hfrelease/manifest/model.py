@@ -234,7 +234,7 @@ class Gate(Table):
     # A sampled gate run once per seed (vendors merge 3 to 8 seeds per number): each run is `seed` set to one
     # of these, so it reaches lm-eval's generators and every request's `seed` (vLLM's per-request sampling
     # seed), and is recorded under its own key (a seed already measured is never re-run). The runs are judged
-    # together, each item with all of its seeds as one resampling unit (`hfrelease.evaluation.seeds`). Rules
+    # together, each item with all of its seeds as one resampling unit (`hfrelease.verdicts.seeds`). Rules
     # (non-empty, distinct, not beside `seed`, not on a greedy or fidelity gate) live in `gate_rules`.
     seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] | None = None
     num_fewshot: NonNegInt | None = None

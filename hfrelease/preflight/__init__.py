@@ -43,13 +43,13 @@ def run_preflight(
     api_factory: Callable[[str], HfApi] | None = None,
 ) -> PreflightReport:
     """Every preflight check of `manifest`. `hub=False` asks the Hub nothing (offline or quick use)."""
-    from hfrelease.actions.isolation import workflow_problems
+    from hfrelease.ci.actions.isolation import workflow_problems
+    from hfrelease.ci.install import workflow_install_problems
+    from hfrelease.ci.workflows import PREREQUISITES, repository_root
     from hfrelease.preflight.checkpoints import scheme_problems, weights_problems
-    from hfrelease.preflight.install import workflow_install_problems
     from hfrelease.preflight.plugins import plugin_problems
     from hfrelease.preflight.tasks import task_problems
     from hfrelease.preflight.template import thinking_problems
-    from hfrelease.release.workflows import PREREQUISITES, repository_root
 
     started = time.monotonic()
     problems: list[ConfigProblem] = [*plugin_problems(manifest)]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hfrelease.errors import ArtifactError, ConfigProblem
-from hfrelease.hashing import WEIGHT_SUFFIX, weight_files
+from hfrelease.files.hashing import WEIGHT_SUFFIX, weight_files
 from hfrelease.manifest import Artifact, Manifest
 from hfrelease.manifest.input_files import read_input_text
 

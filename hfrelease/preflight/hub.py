@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from hfrelease.errors import ConfigProblem
-from hfrelease.hashing import WEIGHT_SUFFIX
+from hfrelease.files.hashing import WEIGHT_SUFFIX
+from hfrelease.files.sources import hub_endpoint, is_loopback, source_token
 from hfrelease.manifest import Manifest
-from hfrelease.sources import hub_endpoint, is_loopback, source_token
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -116,7 +116,7 @@ def hub_checks(manifest: Manifest, *, api_factory: Callable[[str], HfApi] | None
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
-    # Sources are read with the eval jobs' read-only token when it is set (`hfrelease.sources.source_token`).
+    # Sources are read with the eval jobs' read-only token when it is set (`hfrelease.files.sources.source_token`).
     make = api_factory or (lambda endpoint: HfApi(endpoint=endpoint, token=source_token()))
     sources_at = hub_endpoint()
     tags_at = manifest.publish.endpoint.rstrip("/")

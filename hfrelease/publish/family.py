@@ -13,7 +13,7 @@ from huggingface_hub import HfApi
 from hfrelease.bundle import FamilyBundle, bundle_family
 from hfrelease.bundle.plugin_check import PluginChecker, check_plugin
 from hfrelease.errors import UsageError
-from hfrelease.hashing import HashCache
+from hfrelease.files.hashing import HashCache
 from hfrelease.manifest import Manifest, load_manifest
 from hfrelease.publish import trusted
 from hfrelease.publish.events import OnEvent

@@ -1,7 +1,7 @@
 """Before anything is uploaded: the family's recorded gate results, judged by the release job's own rule.
 
 `hfrelease release` stops before publishing when a gate of a published artifact does not pass
-(`hfrelease.release.policy.decide_gates`); a plain `hfrelease publish` must not be the way around that.
+(`hfrelease.publish.decision.decide_gates`); a plain `hfrelease publish` must not be the way around that.
 It judges the same ledger with the same function and refuses every artifact whose *recorded* result
 the decision calls failed (or void: a draft's speed records). A gate with no usable record for the
 current inputs (never evaluated here, evaluated on other weights, or only a void run, which the ledger
@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from hfrelease.evaluation import severity
-from hfrelease.hashing import HashCache
+from hfrelease.files.hashing import HashCache
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest
-from hfrelease.release.policy import GateProblem, decide_gates, eval_matrix
+from hfrelease.publish.decision import GateProblem, decide_gates, eval_matrix
+from hfrelease.verdicts import severity
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,9 +26,9 @@ from huggingface_hub.errors import HfHubHTTPError
 from hfrelease.errors import PublishError
 from hfrelease.hub_errors import SCOPE_HINT, describe, is_auth_failure
 from hfrelease.publish.events import OnEvent, StepDone, StepStarted
+from hfrelease.publish.readback import verify_revision
 from hfrelease.publish.remote import head_commit
 from hfrelease.publish.staging import Staged, StaleParentError, commit_bundle, staging_branch
-from hfrelease.publish.verify import verify_revision
 from hfrelease.redact import redact
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hfrelease.atomic import write_atomic
 from hfrelease.bundle import MANIFEST_NAME, RepoBundle, parse_manifest
-from hfrelease.hashing import FileHash
+from hfrelease.files.atomic import write_atomic
+from hfrelease.files.hashing import FileHash
 
 
 @dataclass(frozen=True, kw_only=True)

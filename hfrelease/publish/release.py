@@ -37,6 +37,7 @@ from hfrelease.publish import events
 from hfrelease.publish.events import BytesSent, OnEvent, RepoPlanned, StepDone, StepStarted
 from hfrelease.publish.plan import ReleasePlan, RepoPlan, TagState
 from hfrelease.publish.promote import RepoOutcome, promote_and_tag, resume_hint, tidy_released
+from hfrelease.publish.readback import verify_revision
 from hfrelease.publish.remote import RemoteRevision, compare, head_commit, holds_release, read_revision
 from hfrelease.publish.staging import (
     Staged,
@@ -46,7 +47,6 @@ from hfrelease.publish.staging import (
     stage_on_branch,
     staging_branch,
 )
-from hfrelease.publish.verify import verify_revision
 from hfrelease.redact import redact
 
 Echo = Callable[[str], None]

@@ -41,7 +41,7 @@ def open_hub(
     oidc: OidcSettings | None = None,
 ) -> Iterator[HubTarget]:
     """Yield the target for `hub`; for `local`, a built-in Hub on `hub_root` (default .hfrelease/hub) until exit."""
-    from hfrelease.sources import hub_access
+    from hfrelease.files.sources import hub_access
 
     disable_xet()
     if hub != LOCAL:

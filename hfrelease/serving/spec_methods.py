@@ -134,7 +134,7 @@ def method_catalog() -> MethodCatalog:
     upgraded or removed reads vLLM again)."""
     import json
 
-    from hfrelease.stages.runner import cache_dir
+    from hfrelease.files.cache import cache_dir
 
     key, path = _install_key(), cache_dir() / "vllm-speculative-methods.json"
     try:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from hfrelease.errors import ConfigError, ConfigProblem
-from hfrelease.hashing import HashCache
+from hfrelease.files.hashing import HashCache
 from hfrelease.ledger.record import Kind, LedgerRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Artifact, Manifest

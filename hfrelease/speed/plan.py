@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hfrelease.errors import ArtifactError, HubError
-from hfrelease.hashing import ContentHash, HashCache, hash_artifact
+from hfrelease.files.hashing import ContentHash, HashCache, hash_artifact
+from hfrelease.files.sources import artifact_content
 from hfrelease.ledger.record import LedgerRecord, input_key
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Artifact, Manifest, Speculative, Workload
 from hfrelease.manifest.input_files import read_workload_prompts
 from hfrelease.manifest.selection import select
 from hfrelease.serving.command import ServeCommand, build_serve_command
-from hfrelease.sources import artifact_content
 from hfrelease.speed import bench
 
 NONE = "none"
@@ -219,7 +219,7 @@ def plan_speed(
     def content_of(artifact: Artifact) -> tuple[Path | None, ContentHash | None]:
         if artifact.id not in contents:
             # A Hub source is hashed through the cache's links when downloaded, else identified from the
-            # Hub (hfrelease.sources); when the Hub cannot say (offline dry run) its points stay unkeyed.
+            # Hub (hfrelease.files.sources); when the Hub cannot say (offline dry run) its points stay unkeyed.
             try:
                 contents[artifact.id] = artifact_content(manifest, artifact, download=download, cache=hash_cache,
                                                          hasher=hasher)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hfrelease import __version__
-from hfrelease.atomic import write_atomic
+from hfrelease.files.atomic import write_atomic
 from hfrelease.ledger.provenance import hardware, versions
 from hfrelease.ledger.record import LedgerRecord, Metric, ServeRecord
 from hfrelease.ledger.store import Ledger

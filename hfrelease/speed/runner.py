@@ -18,11 +18,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from hfrelease.atomic import write_atomic
 from hfrelease.errors import ExitCode, MeasurementError, ServerError
-from hfrelease.evaluation import severity
 from hfrelease.evaluation.plan import model_files
 from hfrelease.evaluation.timeouts import stall_window, workload_request_timeout
+from hfrelease.files.atomic import write_atomic
 from hfrelease.ledger.provenance import now_utc_iso
 from hfrelease.ledger.record import LedgerRecord
 from hfrelease.ledger.store import Ledger
@@ -49,6 +48,7 @@ from hfrelease.speed.result import SpeedRow, row_from_record
 from hfrelease.speed.steps import bench_request, point_steps, sweep_prompts
 from hfrelease.speed.summary import Repeat, summarise
 from hfrelease.speed.verdict import BestConfig, DraftCheck, best_configs, draft_checks, with_speedups
+from hfrelease.verdicts import severity
 
 
 class SpeedEvents(Protocol):
@@ -107,7 +107,7 @@ class SpeedReport:
 
     @property
     def exit_code(self) -> ExitCode:
-        """The most serious outcome's code (`hfrelease.evaluation.severity`): a dead server, a void point, a
+        """The most serious outcome's code (`hfrelease.verdicts.severity`): a dead server, a void point, a
         failed draft gate."""
         return severity.exit_code([*(["server"] if self.failures else []), *(r.status for r in self.rows),
                                    *(c.verdict for c in self.draft_checks)])

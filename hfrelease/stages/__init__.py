@@ -10,11 +10,11 @@ on SIGTERM (`runner.stage_signals`).
 - `cards`: render and lint (`render_stage`, `lint_stage`)
 - `publish`: `bundle_stage`, `publish_stage`, `verify_stage`
 - `release`: the command's options checked together (`ReleaseSettings`), the rehearsal of the whole workflow
-  (`rehearse_stage`, over `hfrelease.release.rehearsal.rehearse`) and its own steps (`check_step`,
+  (`rehearse_stage`, over `hfrelease.ci.rehearsal.rehearse`) and its own steps (`check_step`,
   `gate_step`, `publish_step`)
 - `init`: a new family scaffolded, with the repository's set-up steps (`init_stage`)
-- `runner`: what they share (cache directory, default hash cache, exit policy, SIGTERM, an error's message
-  and exit code: `failure_of`)
+- `runner`: what they share (exit policy, SIGTERM, an error's message and exit code: `failure_of`; the cache
+  directory and the default hash cache are `hfrelease.files.cache`'s)
 - `view`: a report's view for people as data (lines and tables of styled text) that the CLI draws; each
   command's in `eval_view`, `publish_view` (bundle, publish, verify; the release's live progress), `compare_view`,
   `ledger_view` (`ledger merge`), `release_view`, `cards` (`render_view`) and `check` (`manifest_view`)

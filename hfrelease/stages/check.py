@@ -106,8 +106,8 @@ def _check_one(path: Path, settings: CheckSettings, *, announce: Callable[[str],
     # --cards lints what render made after eval (the render job, or after a publish): the preflight is
     # about what happens before eval, and its tag check would fail once the release is out.
     if settings.preflight and not settings.cards:
+        from hfrelease.files.cache import cache_dir
         from hfrelease.preflight import run_preflight
-        from hfrelease.stages.runner import cache_dir
 
         report = run_preflight(manifest, cache_dir=cache_dir(), hub=not settings.offline)
         summary["preflight"] = {"seconds": round(report.seconds, 3), "notes": list(report.notes)}
@@ -146,9 +146,9 @@ def release_check(path: Path) -> tuple[Manifest, tuple[str, ...]]:
     """What `hfrelease check` checks of one manifest, its preflight and the release tag's lookup on the Hub
     included; a ConfigError names every problem. The release workflow's check job runs exactly this, before any
     GPU job. Returns the manifest and the preflight's notes."""
+    from hfrelease.files.cache import cache_dir
     from hfrelease.manifest import find_manifest
     from hfrelease.preflight import run_preflight
-    from hfrelease.stages.runner import cache_dir
 
     manifest = _validated(path, announce=None)
     report = run_preflight(manifest, cache_dir=cache_dir(), hub=True)

@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hfrelease.errors import ExitCode, UsageError
-from hfrelease.stages.runner import cache_dir, default_hash_cache, run_stamp, stage_signals, worst
+from hfrelease.files.cache import cache_dir, default_hash_cache
+from hfrelease.stages.runner import run_stamp, stage_signals, worst
 
 if TYPE_CHECKING:
     from hfrelease.evaluation.budget import PlannedSweep
     from hfrelease.evaluation.events import EvalEvents
     from hfrelease.evaluation.plan import EvalPlan, ServerJob
     from hfrelease.evaluation.runner import EvalReport
-    from hfrelease.hashing import HashCache
+    from hfrelease.files.hashing import HashCache
     from hfrelease.ledger.store import Ledger
     from hfrelease.manifest import Manifest
     from hfrelease.serving.command import ServeCommand
@@ -372,7 +373,7 @@ class _Sharing:
 
 def ci_summary(*, gates: EvalReport | None = None, speed: SpeedReport | None = None) -> None:
     """Append the gate or speed table to the step summary when running on GitHub Actions."""
-    from hfrelease.release.ci import CiEnvironment, append_summary, gate_summary, speed_summary
+    from hfrelease.ci.github import CiEnvironment, append_summary, gate_summary, speed_summary
 
     ci = CiEnvironment.detect()
     if not ci.github_actions or ci.step_summary is None:

@@ -10,9 +10,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from hfrelease.evaluation import severity
 from hfrelease.evaluation.judging import failure_advice
 from hfrelease.stages.view import Block, Cell, Styled, line, table
+from hfrelease.verdicts import severity
 
 if TYPE_CHECKING:
     from hfrelease.evaluation.plan import EvalPlan

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from hfrelease.stages.view import Block, Styled, line
 
 if TYPE_CHECKING:
-    from hfrelease.release.workflows import WorkflowSpec
-    from hfrelease.scaffold import FamilySpec
+    from hfrelease.ci.scaffold import FamilySpec
+    from hfrelease.ci.workflows import WorkflowSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,19 +29,19 @@ class InitReport:
     # With --github: the repository settings the workflows cannot make, one step each (README: Releasing
     # from GitHub Actions); they name the family's published repos, so they are read from the written manifest.
     setup: tuple[str, ...] | None = None
-    # With --github: what the release needs that nothing can check (`hfrelease.release.workflows.PREREQUISITES`).
+    # With --github: what the release needs that nothing can check (`hfrelease.ci.workflows.PREREQUISITES`).
     prerequisites: tuple[str, ...] = ()
 
 
 def init_stage(settings: InitSettings) -> InitReport:
     """Scaffold the family directory (and with `github` the workflows at the repository's root)."""
-    from hfrelease.scaffold import scaffold_family
+    from hfrelease.ci.scaffold import scaffold_family
 
     written = scaffold_family(settings.directory, settings.family, force=settings.force, github=settings.github)
     setup = None
     if settings.github is not None:
+        from hfrelease.ci.workflows import PREREQUISITES, repository_settings
         from hfrelease.manifest import load_manifest
-        from hfrelease.release.workflows import PREREQUISITES, repository_settings
 
         loaded = load_manifest(settings.directory, check_files=False)
         setup = tuple(repository_settings(settings.github, repos=[a.repo for a in loaded.artifact if a.publish]))

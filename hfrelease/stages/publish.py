@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hfrelease.errors import ExitCode, PublishError, UsageError
-from hfrelease.stages.runner import default_hash_cache
+from hfrelease.files.cache import default_hash_cache
 
 if TYPE_CHECKING:
     from hfrelease.bundle import FamilyBundle
-    from hfrelease.hashing import HashCache
+    from hfrelease.files.hashing import HashCache
     from hfrelease.manifest import Manifest
     from hfrelease.publish import PublishReport
     from hfrelease.publish.events import OnEvent
-    from hfrelease.release.verification import ServedCheck, VerifiedRepo
+    from hfrelease.publish.readback import ServedCheck, VerifiedRepo
 
 Say = Callable[[str], None]
 
@@ -188,7 +188,7 @@ class VerifyReport:
     @property
     def error(self) -> PublishError | None:
         """One error naming every repo that failed (exit 7), or None."""
-        from hfrelease.release.verification import verification_error
+        from hfrelease.publish.readback import verification_error
 
         return verification_error(self.verified)
 
@@ -259,7 +259,7 @@ def _verify_into(
     serving: Callable[[str], AbstractContextManager[object]] | None,
 ) -> VerifyReport:
     from hfrelease.publish import open_hub, resolve_token
-    from hfrelease.release.verification import serve_downloaded, verify_family
+    from hfrelease.publish.readback import serve_downloaded, verify_family
 
     with open_hub(settings.hub or loaded.publish.endpoint, family_root=loaded.root, hub_root=settings.hub_root,
                   announce=announce) as target:

@@ -9,22 +9,24 @@ output and step summary; the rehearsal (`hfrelease release`) runs them through t
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from hfrelease.errors import ConfigError, ConfigProblem, ExitCode, UsageError
-from hfrelease.stages.runner import default_hash_cache
+from hfrelease.errors import ConfigError, ConfigProblem, ExitCode, PublishError, UsageError
+from hfrelease.files.cache import default_hash_cache
 
 if TYPE_CHECKING:
-    from hfrelease.hashing import HashCache
+    from hfrelease.ci.rehearsal import RehearsalReport
+    from hfrelease.files.hashing import HashCache
     from hfrelease.manifest import Manifest
     from hfrelease.publish import PublishReport
-    from hfrelease.release.policy import GateDecision, MatrixEntry
-    from hfrelease.release.rehearsal import RehearsalReport
-    from hfrelease.release.verification import VerifiedRepo
+    from hfrelease.publish.decision import GateDecision, MatrixEntry
+    from hfrelease.publish.readback import VerifiedRepo
     from hfrelease.stages.view import Line
 
 Step = Literal["check", "gate", "publish"]
@@ -50,7 +52,7 @@ class ReleaseSettings:
     workflow_file: Path | None = None  # the rehearsal's workflow (default: the nearest release.yml)
     from_bundle: Path | None = None
     attestation: Path | None = None
-    trusted: bool = False  # the rehearsal publishes by trusted publishing (`release/trusted_hub.py`)
+    trusted: bool = False  # the rehearsal publishes by trusted publishing (`hfrelease/ci/trusted_hub.py`)
 
     def __post_init__(self) -> None:
         if self.step is None and (self.artifacts or self.gates):
@@ -74,9 +76,9 @@ class ReleaseSettings:
 def rehearse_stage(settings: ReleaseSettings, *, emit: Callable[[Line], None]) -> RehearsalReport:
     """The release workflow run on this machine, job by job, each job's lines to `emit` as it runs (in a
     fold each on GitHub Actions); a job's failure is the report's `error`, never raised."""
+    from hfrelease.ci.github import CiEnvironment
+    from hfrelease.ci.rehearsal import rehearse
     from hfrelease.manifest import find_manifest
-    from hfrelease.release.ci import CiEnvironment
-    from hfrelease.release.rehearsal import rehearse
     from hfrelease.stages.release_view import JobLines
 
     work_dir = settings.work_dir or find_manifest(settings.manifest).parent / ".hfrelease" / "release"
@@ -103,7 +105,7 @@ class StepSettings:
 def _selected(settings: StepSettings) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The selection checked against the manifest, after the tag (a wrong tag stops every step)."""
     from hfrelease.manifest.selection import select
-    from hfrelease.release.policy import check_tag
+    from hfrelease.publish.decision import check_tag
 
     chosen = select(settings.manifest, artifacts=settings.artifacts, gates=settings.gates)
     check_tag(settings.manifest, settings.tag)
@@ -127,8 +129,8 @@ class MatrixReport:
 def check_step(settings: StepSettings) -> MatrixReport:
     """The check job: the tag, everything `hfrelease check` checks (the serve guard, the family tree, the
     preflight, the release tag on the Hub), the eval matrix (to `GITHUB_OUTPUT` as `matrix`)."""
-    from hfrelease.release.ci import CiEnvironment, append_summary, markdown_table, set_output
-    from hfrelease.release.policy import check_drafts_served, eval_matrix
+    from hfrelease.ci.github import CiEnvironment, append_summary, markdown_table, set_output
+    from hfrelease.publish.decision import check_drafts_served, eval_matrix
     from hfrelease.stages.check import release_check
 
     loaded = settings.manifest
@@ -157,9 +159,9 @@ def check_step(settings: StepSettings) -> MatrixReport:
 def gate_step(settings: StepSettings, *, cache: HashCache | None = None) -> GateDecision:
     """The merge job's gate: every recorded gate of the merged ledger judged; `decision.error()` stops the
     release when a published artifact's gate failed, is void or is missing."""
+    from hfrelease.ci.github import CiEnvironment, append_summary, draft_gate_summary, gate_summary
     from hfrelease.ledger.store import Ledger
-    from hfrelease.release.ci import CiEnvironment, append_summary, draft_gate_summary, gate_summary
-    from hfrelease.release.policy import decide_gates
+    from hfrelease.publish.decision import decide_gates
 
     loaded = settings.manifest
     artifacts, gates = _selected(settings)
@@ -181,8 +183,7 @@ def publish_step(
     settings: StepSettings, *, cache: HashCache | None = None, echo: Callable[[str], None],
 ) -> tuple[PublishReport, tuple[VerifiedRepo, ...]]:
     """The publish job: publish all-or-nothing (never a dry run), then download every tag back and verify it."""
-    from hfrelease.release.ci import CiEnvironment, append_summary, markdown_table
-    from hfrelease.release.rehearsal import publish_and_verify
+    from hfrelease.ci.github import CiEnvironment, append_summary, markdown_table
 
     loaded = settings.manifest
     artifacts, _ = _selected(settings)
@@ -200,3 +201,52 @@ def publish_step(
                        + markdown_table(("repo", "status", "commit"),
                                         [(o.repo, o.status, (o.commit or "")[:12]) for o in outcome.repos]))
     return report, verified
+
+
+def publish_and_verify(
+    manifest: Manifest,
+    *,
+    hub: str,
+    hub_root: Path | None,
+    artifacts: Sequence[str],
+    out_dir: Path,
+    cache: HashCache | None,
+    echo: Callable[[str], None],
+    on_event: Callable[..., None] | None = None,
+    from_bundle: Path | None = None,
+    attestation: Path | None = None,
+) -> tuple[PublishReport, tuple[VerifiedRepo, ...]]:
+    """The publish job: release all-or-nothing (never a dry run), then download every tag back and verify it.
+
+    `hub = manifest` is [publish].endpoint, or `HF_ENDPOINT` when set (huggingface_hub's own override: a
+    rehearsal's jobs point it at the built-in Hub).
+    """
+    from hfrelease.ci.rehearsal import MANIFEST_HUB
+    from hfrelease.files.sources import hub_access
+    from hfrelease.publish import LOCAL, resolve_token, trusted
+    from hfrelease.stages.publish import PublishSettings, VerifySettings, publish_stage, verify_stage
+
+    target_hub = (os.environ.get("HF_ENDPOINT") or manifest.publish.endpoint) if hub == MANIFEST_HUB else hub
+    if target_hub != LOCAL and resolve_token() is None and not trusted.available():
+        # `hfrelease publish` without a token is a dry run that exits 0; a release job must not pass that way.
+        raise PublishError(
+            f"no Hub token to publish to {target_hub} with",
+            hint="Give the publish job `id-token: write` and add it as a trusted publisher of each repo on the Hub "
+                 "(one short-lived token per repo), or give its environment an HF_TOKEN secret (a fine-grained "
+                 "token with write access to the family's repos).")
+    with hub_access():
+        # The same stage functions `hfrelease publish` and `hfrelease verify` call.
+        report = publish_stage(PublishSettings(manifest=manifest, hub=target_hub, hub_root=hub_root, dry_run=False,
+                                               artifacts=tuple(artifacts), from_bundle=from_bundle,
+                                               attestation=attestation), cache=cache, echo=echo,
+                               on_event=on_event).report
+        if report.outcome is None or report.outcome.status == "staged":
+            # [publish].pr: the repos wait as pull requests for review; there is no release tag to verify yet.
+            return report, ()
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        verified = verify_stage(VerifySettings(manifest=manifest, out=out_dir, hub=target_hub, hub_root=hub_root,
+                                               artifacts=tuple(artifacts)))
+        if verified.error is not None:
+            raise verified.error
+    return report, verified.verified

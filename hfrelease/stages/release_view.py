@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 from hfrelease.stages.view import Block, Line, Styled, line, note, table
 
 if TYPE_CHECKING:
-    from hfrelease.actions.run import JobResult, StepResult
+    from hfrelease.ci.actions.run import JobResult, StepResult
+    from hfrelease.ci.rehearsal import RehearsalReport
     from hfrelease.manifest import Manifest
     from hfrelease.publish import PublishReport
-    from hfrelease.release.policy import GateDecision, MatrixEntry
-    from hfrelease.release.rehearsal import RehearsalReport
-    from hfrelease.release.verification import VerifiedRepo
+    from hfrelease.publish.decision import GateDecision, MatrixEntry
+    from hfrelease.publish.readback import VerifiedRepo
 
 _STATUS_STYLE = {"success": "green", "failure": "red", "skipped": "dim", "cancelled": "yellow"}
 
@@ -27,7 +27,7 @@ class JobLines:
         self.emit, self.folds, self.open = emit, folds, False
 
     def job_started(self, name: str) -> None:
-        from hfrelease.release.ci import group_start
+        from hfrelease.ci.github import group_start
 
         self.open = True
         self.emit(line(group_start(f"job: {name}"), err=True) if self.folds else
@@ -44,7 +44,7 @@ class JobLines:
         self.emit(line(f"    {redact(text)}", err=True))
 
     def job_finished(self, job: JobResult) -> None:
-        from hfrelease.release.ci import group_end
+        from hfrelease.ci.github import group_end
 
         if self.folds and self.open:
             self.emit(line(group_end(), err=True, wrap=True))

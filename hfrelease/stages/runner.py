@@ -1,35 +1,18 @@
-"""What every stage shares: where caches live, the exit policy, and SIGTERM unwinding like Ctrl-C."""
+"""What every stage shares: the exit policy, and SIGTERM unwinding like Ctrl-C."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import errno
-import os
 import signal
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from hfrelease.errors import EnvironmentProblem, ExitCode, HfreleaseError
-from hfrelease.evaluation import severity
-
-if TYPE_CHECKING:
-    from hfrelease.hashing import HashCache
-
-
-def cache_dir() -> Path:
-    """hfrelease's cache directory: `HFRELEASE_CACHE`, else ~/.cache/hfrelease."""
-    return Path(os.environ.get("HFRELEASE_CACHE") or Path.home() / ".cache" / "hfrelease")
-
-
-def default_hash_cache() -> HashCache:
-    """The one hash cache every stage shares: weights hashed by `eval` are not read again by `publish`."""
-    from hfrelease.hashing import HashCache
-
-    return HashCache(cache_dir() / "hashes.json")
+from hfrelease.verdicts import severity
 
 
 def run_stamp() -> str:
@@ -38,7 +21,7 @@ def run_stamp() -> str:
 
 
 # When several measurements ran (gates and speed anchors), the exit status is the most serious one: the one
-# order of `hfrelease.evaluation.severity` (a dead server, then a void measurement, then a failed gate).
+# order of `hfrelease.verdicts.severity` (a dead server, then a void measurement, then a failed gate).
 worst = severity.worst
 
 
@@ -89,7 +72,7 @@ def failure_of(exc: Exception, *, debug_variable: str) -> tuple[str, str | None,
 
 
 # Write failures that are the machine's, not hfrelease's: any write may meet them, so they are classified once
-# here rather than at each write. Every write hfrelease makes is atomic (`hfrelease.atomic`) or appends whole
+# here rather than at each write. Every write hfrelease makes is atomic (`hfrelease.files.atomic`) or appends whole
 # records, so what was written before the failure is intact.
 _DISK_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exhausted",
                 errno.EROFS: "the file system is read-only"}

@@ -14,7 +14,7 @@ from hfrelease.bundle import (
     parse_manifest,
     write_bundle,
 )
-from hfrelease.hashing import HashCache
+from hfrelease.files.hashing import HashCache
 from hfrelease.manifest import load_manifest
 from tests.publish_family import fake_plugin_check, make_family, write_weights
 
@@ -248,7 +248,7 @@ def test_hash_cache_shared_by_threads_keeps_every_digest(tmp_path: Path) -> None
     """Eight threads hashing through one HashCache: every digest is kept and saved, every byte counted once."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from hfrelease.hashing import hash_files
+    from hfrelease.files.hashing import hash_files
 
     names = [f"shard-{n}.safetensors" for n in range(32)]
     for number, name in enumerate(names):

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hfrelease.bundle import BundleRefusedError, allowlist, bundle_family
+from hfrelease.bundle import BundleRefusedError, bundle_family
+from hfrelease.files import allowlist
 from hfrelease.ledger.record import Sample
 from hfrelease.ledger.store import SPILL_BYTES, Ledger
 from hfrelease.manifest import load_manifest

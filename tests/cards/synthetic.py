@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hfrelease.hashing import FileHash
+from hfrelease.files.hashing import FileHash
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord, input_key
 from hfrelease.manifest import Gate, Manifest, Workload
 from hfrelease.serving.command import build_serve_command
@@ -191,7 +191,7 @@ def family_ledger(
     without speculation`.
     """
     from hfrelease.evaluation.plan import gate_artifacts
-    from hfrelease.evaluation.seeds import seed_runs
+    from hfrelease.verdicts.seeds import seed_runs
 
     records: list[LedgerRecord] = []
     step = 0

@@ -11,7 +11,7 @@ from card_fixtures import nanbeige_inputs
 
 from hfrelease.cards import CardError, CardInputs, MissingMeasurementError, render_family
 from hfrelease.cards.environment import card_environment
-from hfrelease.cards.lint_numbers import SERVE
+from hfrelease.cards.lint.numbers import SERVE
 from hfrelease.cards.reproduce import unfold
 from hfrelease.manifest import Manifest
 

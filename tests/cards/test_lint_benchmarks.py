@@ -12,7 +12,7 @@ import pytest
 import yaml
 from huggingface_hub import HfApi
 
-from hfrelease.cards.lint_benchmarks import benchmark_tasks, eval_result_tasks
+from hfrelease.cards.lint.benchmarks import benchmark_tasks, eval_result_tasks
 from hfrelease.hub import HubServer, serve
 from tests.hub_fixtures import TOKEN
 

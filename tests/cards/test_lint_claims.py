@@ -11,7 +11,7 @@ import pytest
 from hfrelease.cards import CardInputs, render_family
 from hfrelease.cards.card_text import CardText, read_cards
 from hfrelease.cards.lint import lint_cards
-from hfrelease.cards.lint_claims import claims, failing_gates, hand_text
+from hfrelease.cards.lint.claims import claims, failing_gates, hand_text
 from hfrelease.manifest import load_manifest
 from tests.conftest import ROOT
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hfrelease.cards.lint_links import command_paths
+from hfrelease.cards.lint.links import command_paths
 from tests.conftest import ROOT
 
 DEMO = ROOT / "model_cards" / "demo"

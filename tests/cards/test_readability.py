@@ -9,7 +9,7 @@ import pytest
 
 from hfrelease.cards import CardInputs, apply_changes, lint_cards, plan_changes, read_cards, render_family
 from hfrelease.cards.card_text import CardText
-from hfrelease.cards.lint_readability import MAX_TABLE_WIDTH, table_width, tables
+from hfrelease.cards.lint.readability import MAX_TABLE_WIDTH, table_width, tables
 
 MAIN = Path(__file__).resolve().parent / "fixtures" / "main_cards"
 
@@ -127,7 +127,7 @@ def test_rendered_plot_carries_its_description(fresh: list[CardText], demo_input
     """Each PNG says what it draws; a published card's plots pass the plot rules."""
     import json
 
-    from hfrelease.cards.lint_plots import png_text
+    from hfrelease.cards.lint.plots import png_text
     from hfrelease.cards.plots import DESCRIPTION
 
     card = next(c for c in fresh if c.artifact_id == "fp8-dynamic")

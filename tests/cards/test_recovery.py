@@ -9,8 +9,8 @@ import pytest
 
 from hfrelease.cards import CardInputs, render_family
 from hfrelease.errors import ConfigError
-from hfrelease.evaluation.comparison import paired_comparison
 from hfrelease.manifest.loading import parse_manifest
+from hfrelease.verdicts.comparison import paired_comparison
 
 ROOT = Path(__file__).resolve().parents[2]
 

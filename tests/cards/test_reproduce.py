@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hfrelease.bundle.rules import gate_command_files, prompt_repo_path, shipped_prompts
 from hfrelease.cards.reproduce import COLUMN_CHARS, MAX_LINE, fold, unfold
+from hfrelease.files.rules import gate_command_files, prompt_repo_path, shipped_prompts
 from hfrelease.manifest import Gate, Manifest, load_manifest
 from tests.conftest import ROOT
 
@@ -97,13 +97,13 @@ def test_a_custom_gates_command_names_its_files_where_the_repo_ships_them(tmp_pa
 
 
 def test_a_multi_seed_gate_shows_the_command_of_each_seed(tmp_path: Path) -> None:
-    """A gate with `seeds = [...]` runs once per seed (hfrelease.evaluation.seeds.seed_runs); its card showed one
+    """A gate with `seeds = [...]` runs once per seed (hfrelease.verdicts.seeds.seed_runs); its card showed one
     `--seed 1234` command. Now one command per seed, each the argv that seed's run used: lm-eval's `--seed`
     and every request's seed, a custom gate's `--seed`."""
     from hfrelease.cards.reproduce import BASE_URL, gate_command
     from hfrelease.evaluation.custom_gate import custom_gate_argv
     from hfrelease.evaluation.lm_eval_command import lm_eval_call
-    from hfrelease.evaluation.seeds import seed_runs
+    from hfrelease.verdicts.seeds import seed_runs
 
     demo = load_manifest(DEMO / "release.toml", check_files=False)
     sampled = next(g for g in demo.gate if g.seeds)

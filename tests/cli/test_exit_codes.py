@@ -191,8 +191,8 @@ def test_fault_sweep_never_exits_1(
 
 def test_a_rehearsal_passes_on_only_the_codes_that_are_hfreleases() -> None:
     """A failed step's documented code passes through; 1, a foreign code or no step is STEP_FAILED, never 1."""
-    from hfrelease.actions.run import StepResult
-    from hfrelease.release.rehearsal import stopped_code
+    from hfrelease.ci.actions.run import StepResult
+    from hfrelease.ci.rehearsal import stopped_code
 
     def step(code: int | None) -> StepResult:
         return StepResult(label="run", status="failure", exit_code=code)

@@ -15,9 +15,9 @@ import pytest
 from hfrelease.compare import compare_family, comparison_markdown
 from hfrelease.compare.rows import RESAMPLES
 from hfrelease.errors import ExitCode, HfreleaseError, LedgerError, UsageError
-from hfrelease.evaluation.comparison import paired_comparison
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest, load_manifest
+from hfrelease.verdicts.comparison import paired_comparison
 from tests.conftest import CliRun
 from tests.ledger_pairs import gate_record, median_interval, write_ledger, write_speed
 

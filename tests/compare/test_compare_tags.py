@@ -15,7 +15,7 @@ from hfrelease.hub import HubServer
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import load_manifest
 from hfrelease.publish import publish_family
-from hfrelease.release.verification import verify_family
+from hfrelease.publish.readback import verify_family
 from tests.conftest import CliRun
 from tests.ledger_pairs import gate_record, write_ledger, write_speed
 from tests.publish_family import TOKEN, fake_plugin_check, set_version

@@ -8,9 +8,9 @@ from pathlib import Path
 from hfrelease.compare import compare_family
 from hfrelease.compare.report import comparison_json
 from hfrelease.compare.rows import RESAMPLES
-from hfrelease.evaluation.comparison import paired_comparison
 from hfrelease.ledger.record import LedgerRecord
 from hfrelease.manifest import load_manifest
+from hfrelease.verdicts.comparison import paired_comparison
 from tests.ledger_pairs import gate_record, write_ledger
 
 DEMO = Path(__file__).resolve().parents[2] / "model_cards" / "demo"

@@ -96,8 +96,8 @@ def test_build_uploads_each_vendor_repo_once_and_pins_a_working_copy(
     from huggingface_hub import HfApi
 
     from hfrelease.demo.vendor import DRAFT_REPO, REFERENCE_REPO, pin_manifest, publish_vendor_repos, read_pins
+    from hfrelease.files.sources import hub_access
     from hfrelease.hub import serve
-    from hfrelease.sources import hub_access
 
     out, files = build
     pins = publish_vendor_repos(out, stamp_files=files)
@@ -159,7 +159,7 @@ def test_a_hub_sourced_draft_is_identified_by_the_hubs_lfs_sha256_and_served_fro
 ) -> None:
     """Unread, a Hub draft is identified by its LFS sha256; downloaded, by the same hash, served from the snapshot."""
     from hfrelease.demo.vendor import DRAFT_REPO, publish_vendor_repos
-    from hfrelease.hashing import hash_artifact
+    from hfrelease.files.hashing import hash_artifact
     from hfrelease.ledger.store import Ledger
     from hfrelease.manifest import load_manifest
     from hfrelease.speed.plan import plan_speed
@@ -215,8 +215,8 @@ def _main_weights(hub_root: Path, repo: str, revision: str = "main") -> str:
     """The sha256 of `repo`'s model.safetensors at `revision` on the Hub in `hub_root` (its LFS pointer's)."""
     from huggingface_hub import HfApi
 
+    from hfrelease.files.sources import hub_access
     from hfrelease.hub import serve
-    from hfrelease.sources import hub_access
 
     server = serve(hub_root)
     try:

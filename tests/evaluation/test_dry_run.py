@@ -21,7 +21,7 @@ import tomli_w
 
 from hfrelease.cli import main
 from hfrelease.evaluation.plan import plan_eval
-from hfrelease.hashing import ContentHash, FileHash
+from hfrelease.files.hashing import ContentHash, FileHash
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import load_manifest
 from hfrelease.serving.process import Endpoint
@@ -442,7 +442,7 @@ def test_hub_error_blames_offline_mode_only_when_it_is_on(monkeypatch: pytest.Mo
     """An unreadable Hub source names its endpoint; offline mode is named only when it is what is on."""
     from huggingface_hub import constants
 
-    from hfrelease.sources import _hub_error
+    from hfrelease.files.sources import _hub_error
 
     monkeypatch.setattr(constants, "ENDPOINT", "https://hub.example.org")
     for offline in (True, False):

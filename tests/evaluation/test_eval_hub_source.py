@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hfrelease.hashing import hash_artifact
+from hfrelease.files.hashing import hash_artifact
 from hfrelease.ledger.store import Ledger
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("vllm_environment")]

@@ -12,7 +12,7 @@ from hfrelease.errors import ConfigError, ExitCode
 from hfrelease.evaluation.judging import judge
 from hfrelease.evaluation.plan import plan_eval
 from hfrelease.evaluation.runner import EvalReport
-from hfrelease.hashing import HashCache
+from hfrelease.files.hashing import HashCache
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest, load_manifest

@@ -227,8 +227,8 @@ def test_gates_at_once_score_as_one_at_a_time(server: Endpoint, demo_family: Pat
 
     import tomli_w
 
-    from hfrelease.evaluation.verdict import judge_samples
     from hfrelease.ledger.record import Sample
+    from hfrelease.verdicts.verdict import judge_samples
 
     path = demo_family / "release.toml"
     gates = ["arith", "arith-nothink", "mc"]

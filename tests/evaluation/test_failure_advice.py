@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hfrelease.evaluation.comparison import paired_comparison
 from hfrelease.evaluation.judging import GateRow, failure_advice, served_on
 from hfrelease.stages.view import Block
+from hfrelease.verdicts.comparison import paired_comparison
 
 pytestmark = pytest.mark.unit
 

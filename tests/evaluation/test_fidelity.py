@@ -30,11 +30,11 @@ from hfrelease.evaluation.fidelity import (
 from hfrelease.evaluation.fidelity_gate import read_raw
 from hfrelease.evaluation.plan import describe_gate, model_files, plan_eval
 from hfrelease.evaluation.runner import run_eval
-from hfrelease.evaluation.verdict import judge_samples
-from hfrelease.hashing import HashCache
+from hfrelease.files.hashing import HashCache
 from hfrelease.ledger.record import Sample, raw_files
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest, load_manifest
+from hfrelease.verdicts.verdict import judge_samples
 
 pytestmark = pytest.mark.unit
 

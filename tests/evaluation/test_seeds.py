@@ -14,14 +14,14 @@ from safetensors.numpy import save_file
 
 from hfrelease.cli import main
 from hfrelease.errors import ConfigError
-from hfrelease.evaluation.comparison import paired_comparison
 from hfrelease.evaluation.judging import judge
 from hfrelease.evaluation.plan import describe_gate, gate_input_key, model_files, plan_eval
-from hfrelease.evaluation.seeds import seed_runs
-from hfrelease.evaluation.verdict import judge_samples, judge_seeds
 from hfrelease.ledger.record import LedgerRecord, Metric, Sample, ServeRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Gate, Manifest, load_manifest
+from hfrelease.verdicts.comparison import paired_comparison
+from hfrelease.verdicts.seeds import seed_runs
+from hfrelease.verdicts.verdict import judge_samples, judge_seeds
 
 pytestmark = pytest.mark.unit
 

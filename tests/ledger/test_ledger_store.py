@@ -14,7 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from hfrelease.errors import LedgerError, UsageError
-from hfrelease.hashing import FileHash
+from hfrelease.files.hashing import FileHash
 from hfrelease.ledger import store
 from hfrelease.ledger.record import LedgerRecord, Sample, input_key
 from hfrelease.ledger.store import SPILL_BYTES, Ledger

@@ -71,7 +71,7 @@ def test_the_stages_check_their_selection_too(manifest: Manifest, tmp_path: Path
     from hfrelease.bundle import bundle_family
     from hfrelease.evaluation.plan import plan_eval
     from hfrelease.ledger.store import Ledger
-    from hfrelease.release.policy import eval_matrix
+    from hfrelease.publish.decision import eval_matrix
     from hfrelease.speed.plan import plan_speed
 
     calls = {

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from hfrelease.ci.workflows import PREREQUISITES
 from hfrelease.errors import ExitCode
-from hfrelease.release.workflows import PREREQUISITES
 from tests.conftest import CliRun
 
 pytestmark = pytest.mark.unit

@@ -12,10 +12,10 @@ import huggingface_hub.constants  # isolated_hub_client patches its attributes
 import pytest
 import tomli_w
 
+from hfrelease.ci.install import default_install, install_problem, workflow_install_problems
 from hfrelease.errors import ExitCode
 from hfrelease.manifest import Manifest, load_manifest
 from hfrelease.preflight import run_preflight
-from hfrelease.preflight.install import default_install, install_problem, workflow_install_problems
 from hfrelease.preflight.tasks import TaskCatalog, include_catalog
 from hfrelease.preflight.template import takes_thinking_switch
 from tests.conftest import CliRun
@@ -291,7 +291,7 @@ def test_repository_workflows_install_from_the_checkout() -> None:
 def test_init_github_without_a_known_origin_asks_for_install(tmp_path: Path, cli: CliRun,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """`init --github` never writes `pip install hfrelease==<version>`: with no known origin it asks for --install."""
-    monkeypatch.setattr("hfrelease.preflight.install.default_install", lambda root: None)
+    monkeypatch.setattr("hfrelease.ci.install.default_install", lambda root: None)
     (tmp_path / ".git").mkdir()
     args = ["init", str(tmp_path / "fam"), "--name", "fam", "--base-model", "a/b", "--owner", "me", "--github"]
     code, _, err = cli(args)

@@ -16,7 +16,7 @@ from hfrelease.hub import HubServer
 from hfrelease.manifest import load_manifest
 from hfrelease.publish import publish_family
 from hfrelease.publish.attestation import IN_TOTO, attestation_problems, statement
-from hfrelease.release.verification import verify_family
+from hfrelease.publish.readback import verify_family
 from tests.publish_family import TOKEN, fake_plugin_check
 
 

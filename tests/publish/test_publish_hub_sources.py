@@ -50,7 +50,7 @@ def test_bundle_of_a_hub_source_takes_its_gitattributes_and_never_names_the_cach
     """A Hub snapshot's .gitattributes (every repo has one) is the repo's; its other files are noted by Hub path."""
     from huggingface_hub import constants
 
-    from hfrelease.sources import hub_content_hash
+    from hfrelease.files.sources import hub_content_hash
 
     checkpoint = family / "checkpoints" / "q0"
     revision = _push_checkpoint(api, "vendor/Tiny-1M-Q0", checkpoint, {"LICENSE": b"MIT\n", "notes/how.md": b"x\n"})

@@ -15,9 +15,9 @@ import pytest
 from huggingface_hub import HfApi
 
 from hfrelease.errors import ExitCode
+from hfrelease.files.sources import hub_access
 from hfrelease.hub import FaultRule, HubServer
 from hfrelease.manifest import load_manifest
-from hfrelease.sources import hub_access
 from tests.conftest import CliRun
 from tests.publish_family import TOKEN, make_family
 

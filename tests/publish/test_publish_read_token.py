@@ -1,5 +1,5 @@
 """`publish` never uses the eval jobs' read token: `HF_READ_TOKEN` is for source reads only
-(hfrelease/sources.py), so with it set and no HF_TOKEN, publish has no token at all."""
+(hfrelease/files/sources.py), so with it set and no HF_TOKEN, publish has no token at all."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from hfrelease.publish import publish_family
 from hfrelease.publish.attestation import attestation_problems
 from hfrelease.publish.events import PublishEvent, StepDone
 from hfrelease.publish.family import PublishReport
-from hfrelease.release.verification import verification_error, verify_family
+from hfrelease.publish.readback import verification_error, verify_family
 from tests.publish.test_attestation import sigstore_bundle
 from tests.publish_family import TOKEN, fake_plugin_check
 

@@ -11,7 +11,7 @@ import huggingface_hub.lfs
 import pytest
 from huggingface_hub import HfApi, snapshot_download
 
-from hfrelease.hashing import HashCache
+from hfrelease.files.hashing import HashCache
 from hfrelease.hub import HubServer
 from hfrelease.manifest import load_manifest
 from hfrelease.publish import publish_family, verify_release

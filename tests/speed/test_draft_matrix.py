@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hfrelease.hashing import ContentHash, FileHash
+from hfrelease.files.hashing import ContentHash, FileHash
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest, load_manifest
 from hfrelease.speed.matrix import incompatibility, matrix_targets, vocabulary

@@ -374,7 +374,7 @@ def test_draft_job_measures_its_draft_with_its_target(measured: dict[str, Any], 
     workload naming the draft is measured on its target (one server), the draft gates are judged (exit 0 /
     exit 4), and the merge job's decision finds the same verdicts in the ledger."""
     from hfrelease.manifest import load_manifest
-    from hfrelease.release.policy import decide_gates
+    from hfrelease.publish.decision import decide_gates
 
     family = tmp_path / "model_cards" / "demo"
     shutil.copytree(measured["family"], family)

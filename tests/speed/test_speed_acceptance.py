@@ -102,7 +102,7 @@ def test_match_outputs_counts_identical_prompts_and_first_differences() -> None:
 
 
 def _speed_record(spec: str, draft: str | None) -> LedgerRecord:
-    from hfrelease.hashing import FileHash
+    from hfrelease.files.hashing import FileHash
     from hfrelease.ledger.record import ServeRecord, input_key
 
     return LedgerRecord(

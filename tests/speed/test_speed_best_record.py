@@ -12,7 +12,7 @@ import pytest
 from hfrelease.cards import read_inputs
 from hfrelease.cards.inputs import entry_for
 from hfrelease.cards.measurements import measure_family
-from hfrelease.hashing import FileHash
+from hfrelease.files.hashing import FileHash
 from hfrelease.ledger.record import LedgerRecord, Metric, ServeRecord, input_key
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest

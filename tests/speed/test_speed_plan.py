@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from hfrelease.errors import ConfigError, UsageError
-from hfrelease.hashing import ContentHash, FileHash
+from hfrelease.files.hashing import ContentHash, FileHash
 from hfrelease.ledger.record import LedgerRecord, Metric, ServeRecord
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest, load_manifest

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hfrelease.errors import MeasurementError
-from hfrelease.hashing import ContentHash, FileHash
+from hfrelease.files.hashing import ContentHash, FileHash
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest, load_manifest
 from hfrelease.speed import bench

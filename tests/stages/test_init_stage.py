@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from hfrelease.ci.scaffold import FamilySpec
+from hfrelease.ci.workflows import PREREQUISITES, WorkflowSpec, repository_settings
 from hfrelease.errors import UsageError
-from hfrelease.release.workflows import PREREQUISITES, WorkflowSpec, repository_settings
-from hfrelease.scaffold import FamilySpec
 from hfrelease.stages.init import InitReport, InitSettings, init_stage, init_view
 from hfrelease.stages.view import Line
 from tests.conftest import CliRun

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
+from hfrelease.ci.workflows import WorkflowSpec, render_workflows
 from hfrelease.errors import ExitCode, UsageError
 from hfrelease.manifest import load_manifest
-from hfrelease.release.workflows import WorkflowSpec, render_workflows
 from hfrelease.stages import release
 from hfrelease.stages.runner import stage_signals
 from tests.conftest import ROOT, CliRun
