@@ -73,9 +73,10 @@ def _run_block(script: str, *, repo: Path, env: dict[str, str], state: Path, gro
     return out
 
 
-def test_a_maintainer_releases_their_own_model_as_the_readme_says(tmp_path: Path) -> None:
+def test_a_maintainer_releases_their_own_model_as_the_readme_says(tmp_path: Path, demo_build: dict[str, Path]) -> None:
     """Upload, pin, quantize, init, check, eval, eval --speed, render, release --hub URL, publish: all exit 0,
-    both Hubs hold the quant's release and its card has speed tables."""
+    both Hubs hold the quant's release and its card has speed tables. The maintainer's model is the demo's
+    reference (`demo_build`: built here when this is the session's first test that needs it)."""
     (tmp_path / "hfrelease").symlink_to(ROOT)  # the section's ../hfrelease checkout
     repo = tmp_path / "my-release"
     repo.mkdir()
