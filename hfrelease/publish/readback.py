@@ -235,22 +235,12 @@ def verify_release(
 
 
 @dataclass(frozen=True, kw_only=True)
-class VerifiedRepo:
-    """One repo's release tag as downloaded, what it was compared with, and every problem found (none: verified)."""
+class VerifiedRepo(ReleaseCheck):
+    """A family artifact's release check (`ReleaseCheck`, none of its problems: verified), with the artifact it
+    publishes and the local bundle it was compared with."""
 
     artifact_id: str
-    repo: str
-    tag: str
-    commit: str | None
-    directory: Path
-    files: int
-    compared_with: tuple[str, ...]
-    problems: tuple[str, ...]
     local_bundle: Path | None  # the MANIFEST of the local bundle compared with
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
 
 
 @dataclass(frozen=True, kw_only=True)
