@@ -168,13 +168,26 @@ class LintReport:
     checked: int
     problems: tuple[str, ...]
     cards: tuple[Path, ...] = ()  # each card linted (its README.md)
+    # Linted without --since, the release the cards were rendered against (`render --since`): their numbers
+    # could not be checked, and checking with it, not re-rendering, is what they need.
+    rendered_since: str | None = None
 
     @property
     def exit_code(self) -> ExitCode:
         return ExitCode.CONFIG if self.problems else ExitCode.OK
 
     def as_dict(self) -> dict[str, Any]:
-        return {"checked": self.checked, "linted": [str(path) for path in self.cards], "problems": list(self.problems)}
+        return {"checked": self.checked, "linted": [str(path) for path in self.cards], "problems": list(self.problems),
+                "rendered_since": self.rendered_since}
+
+    def hint(self) -> str:
+        """What to do about the problems: check against the release the cards name, and/or re-render."""
+        rerender = "Re-render with `hfrelease render` (never edit numbers by hand)."
+        if self.rendered_since is None:
+            return rerender
+        check = (f"Check them against the release they were rendered with: `hfrelease check --cards "
+                 f"--since {self.rendered_since}`.")
+        return check if len(self.problems) == 1 else f"{check} {rerender}"
 
 
 def lint_stage(manifest: Manifest, settings: LintSettings, *,
@@ -183,6 +196,7 @@ def lint_stage(manifest: Manifest, settings: LintSettings, *,
     from datetime import UTC, datetime
 
     from hfrelease.cards import lint_cards, read_cards, read_inputs
+    from hfrelease.cards.lint import rendered_since
     from hfrelease.errors import HfreleaseError
 
     cards, problems = read_cards(manifest)
@@ -194,4 +208,5 @@ def lint_stage(manifest: Manifest, settings: LintSettings, *,
     inputs = _with_changes(inputs, since=settings.since, hub=None, hub_root=None, announce=announce)
     problems += lint_cards(manifest, cards, inputs=inputs, today=datetime.now(UTC).date(),
                            max_age_days=settings.max_age_days)
-    return LintReport(checked=len(cards), cards=paths, problems=tuple(problems))
+    since = rendered_since(cards) if settings.since is None else None
+    return LintReport(checked=len(cards), cards=paths, problems=tuple(problems), rendered_since=since)

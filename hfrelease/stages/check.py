@@ -124,7 +124,7 @@ def _check_one(path: Path, settings: CheckSettings, *, announce: Callable[[str],
         if lint.problems:
             errors.append(("cards of " + manifest.family.name + " are not fit to publish:\n"
                            + "\n".join(f"  - {p}" for p in summary["cards"]["problems"]),
-                           "Re-render with `hfrelease render` (never edit numbers by hand)."))
+                           lint.hint()))
     return ManifestCheck(path=path, result={"manifest": str(path), "ok": not errors, **summary}, manifest=manifest,
                          errors=tuple(errors), notes=tuple(notes), linted=linted)
 

@@ -45,3 +45,21 @@ def test_cards_without_changes_are_linted_number_by_number(committed: Committed)
     assert edited.text != card.text
     problems = lint_cards(manifest, [edited], inputs=inputs)
     assert any("99.0" in p and "stale card" in p for p in problems), problems[:5]
+
+
+def test_check_cards_without_since_hints_the_check_not_a_re_render(committed: Committed) -> None:
+    """`check --cards` on the committed cards without --since: the hint names the option and the release to
+    check them with (re-rendering would drop the "Changes since" section, not fix anything); with another
+    problem beside it, re-rendering is named too."""
+    from hfrelease.stages.cards import LintReport, LintSettings, lint_stage
+
+    manifest, _, _ = committed
+    report = lint_stage(manifest, LintSettings())
+    assert report.rendered_since == "v0.0" and len(report.problems) == 1, report.problems[:5]
+    assert report.hint() == ("Check them against the release they were rendered with: "
+                             "`hfrelease check --cards --since v0.0`.")
+    assert report.as_dict()["rendered_since"] == "v0.0"
+    two = LintReport(checked=6, problems=(*report.problems, "README.md: a stale number"), rendered_since="v0.0")
+    assert "--since v0.0" in two.hint() and "Re-render with `hfrelease render`" in two.hint()
+    plain = LintReport(checked=6, problems=("README.md: a stale number",))
+    assert plain.hint().startswith("Re-render with `hfrelease render`")

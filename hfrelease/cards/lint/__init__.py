@@ -67,7 +67,7 @@ def lint_cards(manifest: Manifest, cards: Iterable[CardText], *, inputs: CardInp
                     r.old_record.started_at[:10] for r in inputs.changes.rows}
     since = None
     if inputs is not None and inputs.changes is None:
-        since = next((found for card in cards if (found := _rendered_since(card.text)) is not None), None)
+        since = rendered_since(cards)
     if since is not None:
         # A family is rendered at once: its "Changes since" figures cite the older release's records and every
         # card's speed intervals pool that comparison's session noise. Without it no number can be re-derived:
@@ -129,6 +129,11 @@ def check_cards(manifest: Manifest, *, inputs: CardInputs | None = None, family_
     if problems:
         raise CardLintError(problems)
     return len(cards)
+
+
+def rendered_since(cards: Iterable[CardText]) -> str | None:
+    """The release the family's cards were rendered against (`render --since`), or None when no card says."""
+    return next((found for card in cards if (found := _rendered_since(card.text)) is not None), None)
 
 
 def _rendered_since(text: str) -> str | None:
