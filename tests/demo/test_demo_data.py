@@ -153,7 +153,7 @@ def test_chat_template_thinking_modes() -> None:
 def test_the_demo_drafts_identical_outputs_bound_leaves_a_near_tie_on_every_workload() -> None:
     """The identical-outputs gate is judged on each workload's own prompts: on every workload serving the demo's
     draft (and the release rehearsal's 8 chat prompts) its bound must let at least one prompt differ, or one
-    near-tie flipped by another kernel path (bf16 on AVX-512) fails a good draft; a lossy verifier changing
+    near-tie flipped by a kernel path not measured yet fails a good draft; a lossy verifier changing
     half the prompts must still fail it."""
     import math
     import tomllib
