@@ -88,9 +88,10 @@ def vendor_hub(demo_build: dict[str, Path], tmp_path_factory: pytest.TempPathFac
 def demo_family(tmp_path: Path, demo_build: dict[str, Path], vendor_hub: str) -> Path:
     """A copy of model_cards/demo with an empty ledger, whose relative paths still reach build/demo.
 
-    Its reference and draft are the vendor's Hub repos, pinned to this machine's build, and the draft's training
-    files are that build's (`hfrelease demo pin`).
+    Its reference and draft are the vendor's Hub repos, pinned to this machine's build, and the draft's and the
+    EAGLE-3 head's training files are that build's (`hfrelease demo pin`).
     """
+    from hfrelease.demo.eagle3_training import EAGLE3_TRAINING
     from hfrelease.demo.vendor import copy_training, pin_manifest, read_pins
 
     target = tmp_path / "model_cards" / "demo"
@@ -101,6 +102,7 @@ def demo_family(tmp_path: Path, demo_build: dict[str, Path], vendor_hub: str) ->
     (target / "results").mkdir()
     pin_manifest(target / "release.toml", read_pins(BUILD))
     copy_training(BUILD, target)  # the draft's declared training provenance, this build's (as `demo pin` does)
+    copy_training(BUILD, target, EAGLE3_TRAINING)  # and the EAGLE-3 head's
     return target
 
 

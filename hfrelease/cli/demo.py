@@ -18,8 +18,11 @@ def demo() -> None:
               help="Build directory (default: build/demo in the checkout).")
 @click.option("--quant-python", type=click.Path(path_type=Path),
               help="Python of the llm-compressor environment (default: $HFRELEASE_QUANT_PYTHON or .venv-quant).")
+@click.option("--speculators-python", type=click.Path(path_type=Path),
+              help="Python of the speculators environment, which trains the EAGLE-3 heads (default: "
+                   "$HFRELEASE_SPECULATORS_PYTHON or .venv-speculators).")
 @click.option("--seed", default=0, show_default=True, help="Training seed.")
-def build(out: Path | None, quant_python: Path | None, seed: int) -> None:
+def build(out: Path | None, quant_python: Path | None, speculators_python: Path | None, seed: int) -> None:
     """Train, quantize and save the demo family's artifacts (skipped when already built)."""
     from hfrelease.cli.output import done, say, working
     from hfrelease.demo.build import build_demo_family
@@ -28,7 +31,8 @@ def build(out: Path | None, quant_python: Path | None, seed: int) -> None:
     out = out or default_build_dir()
     quant_python = quant_python or default_quant_python(os.environ)
     with working("building the demo family") as progress:
-        artifacts = build_demo_family(out, quant_python=quant_python, seed=seed, progress=progress)
+        artifacts = build_demo_family(out, quant_python=quant_python, speculators_python=speculators_python,
+                                      seed=seed, progress=progress)
     for artifact_id, path in artifacts.items():
         say(f"  {artifact_id:<14} {path}")
     done(f"demo family ready in {out}")

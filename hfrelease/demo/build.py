@@ -1,4 +1,4 @@
-"""Build the demo family: tokenizer → reference (+ under-trained snapshot) → draft → EAGLE-3 head → quants.
+"""Build the demo family: tokenizer → reference (+ under-trained snapshot) → draft → EAGLE-3 heads → quants.
 
 ``build_demo_family`` is the whole API. It is idempotent: a finished build leaves ``build.json``
 (builder version, seed, sha256 of every file) in ``out_dir``, and a later call with the same
@@ -21,6 +21,7 @@ from hfrelease import shell
 from hfrelease.demo import data
 from hfrelease.demo.draft_training import EPOCH_STEPS
 from hfrelease.demo.eagle3 import write_eagle3_head
+from hfrelease.demo.eagle3_training import EAGLE3, HEADS
 from hfrelease.demo.family_files import write_family_files
 from hfrelease.demo.model import DRAFT_SPEC, REFERENCE_SPEC
 from hfrelease.demo.threads import THREADS_VARIABLE, apply_training_threads
@@ -50,6 +51,7 @@ W8A8_INT8 = "w8a8-int8"
 UNDERTRAINED = "undertrained"
 DRAFT = "draft"
 EAGLE3_UNTRAINED = "eagle3-untrained"
+NVFP4 = "nvfp4"  # an add-on (NVFP4_STAMP_KEY), not in ARTIFACT_IDS: a build from before it is not rebuilt
 ARTIFACT_IDS = (REFERENCE, FP8_DYNAMIC, W8A8_INT8, UNDERTRAINED, DRAFT, EAGLE3_UNTRAINED)
 # The draft's training provenance (train_command.txt, <epoch>/val_metrics.json), beside its model directory.
 TRAINING_DIR = "draft-training"
@@ -63,6 +65,11 @@ PREVIOUS_TRAINING_DIR = "draft-previous-training"
 # checkout from before it ignores. Bumping DEMO_BUILDER_VERSION would make every older checkout sharing the
 # build directory (branches and worktrees share build/) see a foreign build and retrain all of it.
 PREVIOUS_STAMP_KEY = "previous_files"
+# The trained EAGLE-3 heads (hfrelease.demo.eagle3_training), an add-on like the previous draft: their files'
+# sha256 are a stamp key of their own. They are trained on the FP8 quant's answers, so after the quants.
+EAGLE3_STAMP_KEY = "eagle3_files"
+# The NVFP4 quant (hfrelease.demo.nvfp4), an add-on too: calibrated on the build's workload prompts.
+NVFP4_STAMP_KEY = "nvfp4_files"
 # Artifacts whose config names vLLM's own architecture, not the family's (see ARCHITECTURE).
 _OWN_ARCHITECTURE = {EAGLE3_UNTRAINED}
 
@@ -102,14 +109,18 @@ def build_demo_family(
     out_dir: Path,
     *,
     quant_python: Path,
+    speculators_python: Path | None = None,
     seed: int = 0,
     progress: Progress | None = None,
     run: CommandRunner = run_quantization,
+    train: CommandRunner | None = None,
 ) -> dict[str, Path]:
     """Build (or reuse) the demo family in ``out_dir``; return artifact id → model directory.
 
-    ``quant_python`` is the interpreter of the virtualenv holding llm-compressor. ``seed`` seeds
-    model initialisation and batch order (the data are fixed, see ``hfrelease.demo.data``).
+    ``quant_python`` is the interpreter of the virtualenv holding llm-compressor, ``speculators_python`` the
+    one holding speculators (default: `default_speculators_python`), which trains the EAGLE-3 heads. ``seed``
+    seeds model initialisation and batch order (the data are fixed, see ``hfrelease.demo.data``). ``run`` and
+    ``train`` run the quantization and the heads' training commands.
     """
     say = progress or (lambda _msg: None)
     out_dir = out_dir.resolve()
@@ -117,10 +128,17 @@ def build_demo_family(
     complete = is_complete_build(out_dir, seed=seed)
     if complete:
         say(f"demo family already built in {out_dir} (builder {DEMO_BUILDER_VERSION}, seed {seed})")
-    if complete or _upgrade(out_dir, seed=seed, say=say):
+    heads = {head: out_dir / head for head in HEADS}
+
+    def add_ons() -> dict[str, Path]:
         _previous_head(out_dir, seed=seed, say=say)
+        _eagle3_heads(out_dir, seed=seed, say=say, speculators_python=speculators_python, run=train)
+        nvfp4 = _nvfp4_quant(out_dir, quant_python=quant_python, say=say, run=run)
         _publish_vendor(out_dir, say=say)
-        return artifacts
+        return {**artifacts, EAGLE3: heads[EAGLE3], NVFP4: nvfp4}
+
+    if complete or _upgrade(out_dir, seed=seed, say=say):
+        return add_ons()
     if not quant_python.exists():
         # Checked first: finding out after two minutes of training would waste them.
         raise EnvironmentProblem(
@@ -158,10 +176,9 @@ def build_demo_family(
     # paths, so lm-eval finds them from any working directory (see family_files).
     write_family_files(out_dir, absolute=True)
     _write_stamp(out_dir, seed=seed)
-    _previous_head(out_dir, seed=seed, say=say)
-    _publish_vendor(out_dir, say=say)
+    built = add_ons()
     say(f"demo family built in {out_dir} in {time.monotonic() - started:.0f}s")
-    return artifacts
+    return built
 
 
 def _publish_vendor(out_dir: Path, *, say: Callable[[str], None]) -> None:
@@ -210,6 +227,54 @@ def _previous_head(out_dir: Path, *, seed: int, say: Callable[[str], None]) -> N
     tmp = out_dir / (STAMP_FILE + ".tmp")
     tmp.write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(out_dir / STAMP_FILE)
+
+
+def _eagle3_heads(out_dir: Path, *, seed: int, say: Callable[[str], None], speculators_python: Path | None,
+                  run: CommandRunner | None) -> None:
+    """Train the EAGLE-3 heads (hfrelease.demo.eagle3_training) unless the stamp records exactly their files: a
+    finished build from before them gets them in place (about 3 minutes on 2 cores)."""
+    from hfrelease.demo.eagle3_training import run_training, train_heads
+    from hfrelease.demo.paths import default_speculators_python
+
+    stamp = read_stamp(out_dir)
+    if stamp is None:
+        return
+    dirs = [name for head, (training, _modes) in HEADS.items() for name in (head, training)]
+    try:
+        if stamp.get(EAGLE3_STAMP_KEY) == _artifact_hashes(out_dir, dirs) and all((out_dir / d).is_dir() for d in dirs):
+            return
+    except OSError:
+        pass
+    python = speculators_python or default_speculators_python(os.environ)
+    train_heads(out_dir, speculators_python=python, seed=seed, threads=apply_training_threads(), say=say,
+                run=run or run_training)
+    stamp[EAGLE3_STAMP_KEY] = _artifact_hashes(out_dir, dirs)
+    tmp = out_dir / (STAMP_FILE + ".tmp")
+    tmp.write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(out_dir / STAMP_FILE)
+
+
+def _nvfp4_quant(out_dir: Path, *, quant_python: Path, say: Callable[[str], None], run: CommandRunner) -> Path:
+    """Quantize the reference to NVFP4 (hfrelease.demo.nvfp4) unless the stamp records exactly its files; return
+    its directory. A finished build from before it gets it in place (about 20 s)."""
+    from hfrelease.demo.nvfp4 import NVFP4_SCHEME, build_nvfp4
+
+    target = out_dir / NVFP4
+    stamp = read_stamp(out_dir)
+    if stamp is None:
+        return target
+    try:
+        if stamp.get(NVFP4_STAMP_KEY) == _artifact_hashes(out_dir, [NVFP4]) and target.is_dir():
+            return target
+    except OSError:
+        pass
+    say(f"quantizing {REFERENCE} → {NVFP4} ({NVFP4_SCHEME}) with {quant_python}")
+    build_nvfp4(out_dir, target, quant_python=quant_python, run=run)
+    stamp[NVFP4_STAMP_KEY] = _artifact_hashes(out_dir, [NVFP4])
+    tmp = out_dir / (STAMP_FILE + ".tmp")
+    tmp.write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(out_dir / STAMP_FILE)
+    return target
 
 
 def _upgrade(out_dir: Path, *, seed: int, say: Callable[[str], None]) -> bool:

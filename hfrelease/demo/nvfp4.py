@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from hfrelease.demo.build import (
+    NVFP4,
     QUANTIZE_SCRIPT,
     REFERENCE,
     CommandRunner,
@@ -21,7 +22,7 @@ from hfrelease.demo.build import (
     run_quantization,
 )
 
-NVFP4 = "nvfp4"
+__all__ = ["CALIBRATION_FILES", "NVFP4", "NVFP4_SCHEME", "build_nvfp4"]
 NVFP4_SCHEME = "NVFP4"
 CALIBRATION_FILES = ("prompts/chat.jsonl", "prompts/longdoc.jsonl")
 

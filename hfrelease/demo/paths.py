@@ -35,6 +35,20 @@ def default_quant_python(env: Mapping[str, str]) -> Path:
     return candidate
 
 
+def default_speculators_python(env: Mapping[str, str]) -> Path:
+    """$HFRELEASE_SPECULATORS_PYTHON, else .venv-speculators/bin/python in the checkout (made by scripts/setup)."""
+    if env.get("HFRELEASE_SPECULATORS_PYTHON"):
+        return Path(env["HFRELEASE_SPECULATORS_PYTHON"])
+    root = source_root()
+    candidate = root / ".venv-speculators" / "bin" / "python" if root else None
+    if candidate is None or not candidate.exists():
+        raise EnvironmentProblem(
+            "no speculators environment found to train the demo's EAGLE-3 head",
+            hint="Run scripts/setup (it creates .venv-speculators), or set HFRELEASE_SPECULATORS_PYTHON.",
+        )
+    return candidate
+
+
 _MISSING = re.compile(r"^(?:directory|file) '(?P<path>[^']+)' does not exist")
 
 

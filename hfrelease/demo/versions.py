@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
+from hfrelease.demo.eagle3_training import EAGLE3, EAGLE3_PREVIOUS, EAGLE3_PREVIOUS_TRAINING, EAGLE3_TRAINING
 from hfrelease.demo.paths import default_build_dir
 from hfrelease.demo.vendor import (
     PREVIOUS_HEADS,
@@ -36,6 +38,12 @@ from hfrelease.errors import ConfigError, ConfigProblem
 PREVIOUS_VERSION = "0.0"
 _TRAINING_DIR = "draft-training"  # where the demo manifest's draft declares its provenance files
 _PREVIOUS_TRAINING = "draft-previous-training"  # the build's provenance of the previous head
+# Drafts sourced from a local build directory that has a previous head too (hfrelease.demo.eagle3_training):
+# build directory -> (the previous head's directory, where the family declares the provenance files, where the
+# build keeps the previous head's provenance).
+LOCAL_PREVIOUS_HEADS: dict[str, tuple[str, str, str]] = {
+    EAGLE3: (EAGLE3_PREVIOUS, EAGLE3_TRAINING, EAGLE3_PREVIOUS_TRAINING),
+}
 
 
 def write_previous_family(family_dir: Path, build_dir: Path, *, version: str = PREVIOUS_VERSION) -> list[str]:
@@ -48,10 +56,11 @@ def write_previous_family(family_dir: Path, build_dir: Path, *, version: str = P
     manifest_file = family_dir / "release.toml"
     data = tomllib.loads(manifest_file.read_text(encoding="utf-8"))
     pins = {**read_pins(build_dir), **read_previous_pins(build_dir)}
-    drafts = [a for a in data.get("artifact", []) if _hub(a) in PREVIOUS_HEADS]
+    drafts = [a for a in data.get("artifact", []) if _hub(a) in PREVIOUS_HEADS or _local_head(a) is not None]
     if not drafts:
         raise ConfigError(str(manifest_file), [ConfigProblem(
-            location="artifact.source", message=f"no draft sourced from {', '.join(sorted(PREVIOUS_HEADS))}")])
+            location="artifact.source", message=f"no draft sourced from {', '.join(sorted(PREVIOUS_HEADS))} "
+            f"or from a build directory {', '.join(sorted(LOCAL_PREVIOUS_HEADS))}")])
     kept = {a["id"] for a in drafts} | {a["draft"]["target"] for a in drafts if "draft" in a}
     artifacts = [a for a in data["artifact"] if a["id"] in kept]
     changes = [f"version {data['family']['version']} -> {version}",
@@ -59,18 +68,23 @@ def write_previous_family(family_dir: Path, build_dir: Path, *, version: str = P
                f"{', '.join(a['id'] for a in data['artifact'] if a['id'] not in kept)})"]
     data["family"]["version"] = version
     for artifact in artifacts:
+        local = _local_head(artifact)
+        if local is not None:
+            previous_dir, declared, provenance = LOCAL_PREVIOUS_HEADS[local]
+            path = str(artifact["source"]["path"])
+            artifact["source"]["path"] = path[: len(path) - len(local)] + previous_dir
+            _drop_draft_gates(artifact)
+            artifact["files"] = copy_training(build_dir, family_dir, declared, source_dir=provenance)
+            changes.append(f"{artifact['id']}: the previous head ({artifact['source']['path']}) and its training "
+                           f"provenance ({len(artifact['files'])} files)")
+            continue
         repo = _hub(artifact)
         if repo in pins:
             artifact["source"]["revision"] = pins[repo]
             changes.append(f"{artifact['id']}: {repo} pinned to {pins[repo]}"
                            + (" (the previous head)" if repo in PREVIOUS_HEADS else ""))
         if repo in PREVIOUS_HEADS:
-            # No draft gates either: the previous head (lower acceptance, by design) is measured to be compared
-            # with, and a failed gate of a published artifact would stop its release.
-            for gate in ("min_acceptance_rate", "min_speedup"):
-                artifact.get("draft", {}).pop(gate, None)
-            # Nor its draft x target matrix: the targets besides its own are not in this version.
-            artifact.get("draft", {}).pop("matrix", None)
+            _drop_draft_gates(artifact)
             artifact["files"] = copy_training(build_dir, family_dir, _TRAINING_DIR, source_dir=_PREVIOUS_TRAINING)
             changes.append(f"{artifact['id']}: the previous head's training provenance "
                            f"({len(artifact['files'])} files)")
@@ -101,6 +115,8 @@ def pin_working_copy(manifest: Path, *, build_dir: Path | None = None, hub_root:
     pins = read_pins(build)
     yield from (f"pinned {line} in {target}" for line in pin_manifest(target, pins))
     yield from (f"copied the draft's training provenance {name}" for name in copy_training(build, target.parent))
+    yield from (f"copied the EAGLE-3 head's training provenance {name}"
+                for name in copy_training(build, target.parent, EAGLE3_TRAINING))
     if hub_root is not None:
         yield from push_heads(hub_root, build, pins)
 
@@ -124,6 +140,25 @@ def push_heads(hub_root: Path, build_dir: Path, pins: Mapping[str, str]) -> list
         commit = push_head(hub_root, repo, build_dir / directory)
         lines.append(f"{repo}: main holds {directory} ({revision[:12]}) at {commit[:12]}")
     return lines
+
+
+def _drop_draft_gates(artifact: dict[str, Any]) -> None:
+    """No acceptance or speed gates for a previous head (its losslessness stays gated): it is measured to be
+    compared with (lower acceptance, by design), and a failed gate of a published artifact would stop its
+    release. Nor its draft x target matrix: the targets besides its own are not in this version."""
+    draft = artifact.get("draft", {})
+    for key in ("min_acceptance_rate", "min_acceptance_length", "min_speedup", "matrix"):
+        draft.pop(key, None)
+
+
+def _local_head(artifact: Mapping[str, object]) -> str | None:
+    """The build directory of a draft sourced from the demo build that has a previous head (a key of
+    LOCAL_PREVIOUS_HEADS), else None."""
+    source = artifact.get("source")
+    if artifact.get("kind") != "draft" or not isinstance(source, dict) or "path" not in source:
+        return None
+    name = Path(str(source["path"])).name
+    return name if name in LOCAL_PREVIOUS_HEADS else None
 
 
 def _hub(artifact: Mapping[str, object]) -> str | None:

@@ -289,6 +289,47 @@ def test_the_previous_release_pins_the_previous_head_and_keeps_what_the_comparis
     assert _main_weights(hub, DRAFT_REPO) == files["draft/model.safetensors"]
 
 
+def test_the_previous_release_serves_the_previous_eagle3_head_from_the_build(
+    build: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """The trained EAGLE-3 head is a local build directory: v0.0 serves the build's previous head (non-thinking data
+    only) with that head's provenance in the head's declared place, on the workloads serving it on its FP8 target;
+    its acceptance floor goes (measured to be compared with), its losslessness bound stays."""
+    from hfrelease.demo.vendor import publish_vendor_repos, read_pins
+    from hfrelease.demo.versions import write_previous_family
+    from hfrelease.manifest import load_manifest
+    from hfrelease.speed.plan import file_sha256
+
+    out, files = build
+    _checkpoint(out / "draft-previous", 7)
+    files = {**files, **{p.relative_to(out).as_posix(): file_sha256(p) for p in (out / "draft-previous").iterdir()}}
+    for training in ("draft-previous-training", "eagle3-previous-training"):
+        (out / training / "0").mkdir(parents=True)
+        (out / training / "0" / "val_metrics.json").write_text('{"loss_epoch": 2.0}')
+        (out / training / "train_command.txt").write_text("hfrelease demo build --seed 0\n")
+    publish_vendor_repos(out, stamp_files=files)
+    family = _family(tmp_path, read_pins(out), out)
+    data = tomllib.loads((family / "release.toml").read_text())
+    eagle3 = next(a for a in data["artifact"] if a["id"] == "eagle3")
+    eagle3["source"]["path"] = str(out / "eagle3")  # `_family` pointed every local source at the FP8 quant
+    (family / "release.toml").write_text(tomli_w.dumps(data))
+
+    changes = write_previous_family(family, out)
+    manifest = load_manifest(family, check_files=False)
+    assert [a.id for a in manifest.artifact] == ["reference", "fp8-dynamic", "draft", "eagle3"]
+    head = manifest.artifact_by_id("eagle3")
+    assert head.source.path == str(out / "eagle3-previous")
+    assert head.files == ["eagle3-training/0/val_metrics.json", "eagle3-training/train_command.txt"]
+    assert (family / "eagle3-training" / "0" / "val_metrics.json").read_text() == '{"loss_epoch": 2.0}'
+    assert head.draft is not None and head.draft.target == "fp8-dynamic"
+    assert head.draft.min_acceptance_rate is None and head.draft.min_identical_outputs == 0.75
+    assert {s.id for s in manifest.speculative} == {"draft", "eagle3"}
+    served = {w.id: (w.artifacts, w.speculative) for w in manifest.workload}
+    assert served["verifier-chat"] == (["fp8-dynamic"], ["none", "eagle3"])
+    assert served["verifier-think"] == (["fp8-dynamic"], ["none", "eagle3"])
+    assert any("eagle3: the previous head" in line for line in changes)
+
+
 def test_the_pin_and_previous_steps_say_each_thing_they_do(build: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     """`demo previous` then `demo pin` (their functions): each write, copy and push is one line, in that order."""
     from hfrelease.demo.vendor import DRAFT_REPO, publish_vendor_repos, read_pins
@@ -298,7 +339,7 @@ def test_the_pin_and_previous_steps_say_each_thing_they_do(build: tuple[Path, di
     out, files = build
     _checkpoint(out / "draft-previous", 7)
     files = {**files, **{p.relative_to(out).as_posix(): file_sha256(p) for p in (out / "draft-previous").iterdir()}}
-    for training in ("draft-training", "draft-previous-training"):
+    for training in ("draft-training", "draft-previous-training", "eagle3-training"):
         (out / training / "0").mkdir(parents=True)
         (out / training / "0" / "val_metrics.json").write_text('{"loss_epoch": 1.0}')
         (out / training / "train_command.txt").write_text("hfrelease demo build --seed 0\n")
@@ -317,6 +358,8 @@ def test_the_pin_and_previous_steps_say_each_thing_they_do(build: tuple[Path, di
     target = family / "release.toml"
     assert lines[0].startswith("pinned ") and lines[0].endswith(f" in {target}")
     assert "copied the draft's training provenance draft-training/train_command.txt" in lines
+    assert "copied the EAGLE-3 head's training provenance eagle3-training/train_command.txt" in lines
+    assert (family / "eagle3-training" / "0" / "val_metrics.json").is_file()
     assert f"{DRAFT_REPO}: main holds draft " in "\n".join(lines[-2:])
     assert _main_weights(hub, DRAFT_REPO) == files["draft/model.safetensors"]
 

@@ -52,6 +52,9 @@ def _family(tmp: Path, *, workloads: list[dict[str, Any]]) -> Path:
 
     pin_manifest(target / "release.toml", read_pins(ROOT / "build" / "demo"))
     data = tomllib.loads((target / "release.toml").read_text())
+    # Nor the trained EAGLE-3 head: it is measured on its FP8 verifier (tests/demo/test_eagle3_head.py).
+    data["artifact"] = [a for a in data["artifact"] if a["id"] != "eagle3"]
+    data["speculative"] = [s for s in data["speculative"] if s.get("draft") != "eagle3"]
     for artifact in data["artifact"]:
         # The reference's anchors alone: the demo draft's draft x target matrix would serve the quants with it
         # (tests/speed/test_draft_matrix.py and the demo measure it).
@@ -76,13 +79,13 @@ def _family(tmp: Path, *, workloads: list[dict[str, Any]]) -> Path:
 # `compare_quants = false`: the reference alone (the quants' comparison points are tested in
 # tests/speed/test_speed_plan.py and by the demo), so a run without --artifact plans nothing more.
 CHAT = {"id": "chat", "prompts": "../../build/demo/prompts/chat.jsonl", "output_len": 24, "num_prompts": 4,
-        "repeats": 2, "warmups": 1, "speculative": ["none", "self", "eagle3"], "artifacts": ["reference"],
+        "repeats": 2, "warmups": 1, "speculative": ["none", "self", "eagle3-untrained"], "artifacts": ["reference"],
         "compare_quants": False}
 GATE = "arith-nothink"  # one short gate, so the gate server is started and shared
 # The same prompts with the chat template's thinking on (the demo template then leaves the assistant turn
 # open; with thinking off it appends an empty think block, so the two differ by those prompt tokens).
 THINK = {**CHAT, "id": "think", "thinking": True, "speculative": ["none"]}
-CHAT_CONFIGS = ("none", "self", "eagle3")
+CHAT_CONFIGS = ("none", "self", "eagle3-untrained")
 SWEEP = {"id": "sweep", "prompts": "../../build/demo/prompts/chat.jsonl", "output_len": 16, "num_prompts": 8,
          "repeats": 2, "warmups": 1, "concurrency": [1, 2, 4], "speculative": ["none"], "artifacts": ["reference"],
          "compare_quants": False}
@@ -155,7 +158,7 @@ def _bench_results(family: Path, record: LedgerRecord) -> list[dict[str, Any]]:
             for name in record.extra["raw"]]  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize(("spec", "low", "high"), [("self", 0.9, 1.0), ("eagle3", 0.0, 0.1)])
+@pytest.mark.parametrize(("spec", "low", "high"), [("self", 0.9, 1.0), ("eagle3-untrained", 0.0, 0.1)])
 def test_acceptance_arithmetic_matches_raw_counters(measured: dict[str, Any], spec: str, low: float,
                                                     high: float) -> None:
     """Acceptance, mean length and per-position rates equal the arithmetic on the raw /metrics counters."""
@@ -181,7 +184,7 @@ def test_acceptance_arithmetic_matches_raw_counters(measured: dict[str, Any], sp
     assert sum(b["spec_decode_num_drafts"] for b in bench) == raw["drafts"]
     assert sum(b["spec_decode_accepted_tokens"] for b in bench) == raw["accepted_tokens"]
     assert low <= m["spec_acceptance_rate"] <= high
-    assert record.draft_artifact_id == {"self": "self-draft", "eagle3": "eagle3-untrained"}[spec]
+    assert record.draft_artifact_id == {"self": "self-draft", "eagle3-untrained": "eagle3-untrained"}[spec]
     assert record.draft_hash is not None
 
 
@@ -266,7 +269,7 @@ def test_best_config_and_draft_gates(measured: dict[str, Any]) -> None:
     assert checks[("self-draft", "target")]["verdict"] == "pass"
     assert checks[("eagle3-untrained", "acceptance")]["verdict"] == "fail"
     speedups = {r["speculative"]: r["speedup"] for r in report["rows"] if r["workload_id"] == "chat"}
-    assert speedups["none"] == 1.0 and speedups["self"] > 0 and speedups["eagle3"] > 0
+    assert speedups["none"] == 1.0 and speedups["self"] > 0 and speedups["eagle3-untrained"] > 0
     assert measured["code"] == ExitCode.GATE_FAILED == report["exit_code"]
     assert report["servers_started"] == 2 and report["servers_shared"] == 1 and not report["failures"]
 
@@ -282,7 +285,7 @@ def test_acceptance_per_request_and_losslessness_measured(measured: dict[str, An
     ledger = Ledger(family / "results")
     none = load_outcomes(ledger, _record(family, "chat", "none"))
     assert none is not None and len(none) == 4 and all(o.output_ids and not o.spec for o in none)
-    for spec in ("self", "eagle3"):
+    for spec in ("self", "eagle3-untrained"):
         record = _record(family, "chat", spec)
         outcomes = load_outcomes(ledger, record)
         assert outcomes is not None and len(outcomes) == 4 and all(o.spec and o.drafted for o in outcomes), spec
@@ -292,7 +295,7 @@ def test_acceptance_per_request_and_losslessness_measured(measured: dict[str, An
         assert "--per-request-spec-decode-metrics" not in record.serve.display  # not part of the card's command
         assert record.metrics["identical_output_share"].value >= 0.75, spec  # standard verification: kept
     checks = {(c["speculative"], c["check"]): c for c in measured["report"]["draft_checks"]}
-    assert checks[("eagle3", "identical-outputs")]["verdict"] == "pass"
+    assert checks[("eagle3-untrained", "identical-outputs")]["verdict"] == "pass"
     assert checks[("self", "identical-outputs")]["verdict"] == "pass"
 
 
