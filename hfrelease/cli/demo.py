@@ -19,8 +19,7 @@ def demo() -> None:
 @click.option("--quant-python", type=click.Path(path_type=Path),
               help="Python of the llm-compressor environment (default: $HFRELEASE_QUANT_PYTHON or .venv-quant).")
 @click.option("--speculators-python", type=click.Path(path_type=Path),
-              help="Python of the speculators environment, which trains the EAGLE-3 heads (default: "
-                   "$HFRELEASE_SPECULATORS_PYTHON or .venv-speculators).")
+              help="Python of speculators' environment (default: $HFRELEASE_SPECULATORS_PYTHON or .venv-speculators).")
 @click.option("--seed", default=0, show_default=True, help="Training seed.")
 def build(out: Path | None, quant_python: Path | None, speculators_python: Path | None, seed: int) -> None:
     """Train, quantize and save the demo family's artifacts (skipped when already built)."""
@@ -29,10 +28,9 @@ def build(out: Path | None, quant_python: Path | None, speculators_python: Path 
     from hfrelease.demo.paths import default_build_dir, default_quant_python
 
     out = out or default_build_dir()
-    quant_python = quant_python or default_quant_python(os.environ)
     with working("building the demo family") as progress:
-        artifacts = build_demo_family(out, quant_python=quant_python, speculators_python=speculators_python,
-                                      seed=seed, progress=progress)
+        artifacts = build_demo_family(out, quant_python=quant_python or default_quant_python(os.environ),
+                                      speculators_python=speculators_python, seed=seed, progress=progress)
     for artifact_id, path in artifacts.items():
         say(f"  {artifact_id:<14} {path}")
     done(f"demo family ready in {out}")
@@ -50,8 +48,8 @@ def pin(manifest: Path, build_dir: Path | None, hub_root: Path | None) -> None:
 
     The maintainer's step after an upload ("pin the revision in release.toml"), for each of the demo's vendor
     repos (its reference and its draft): each build has its own commit ids, so a working copy of
-    model_cards/demo is pinned to this machine's. The draft's training provenance (train_command.txt and
-    its per-epoch val_metrics.json, which the draft declares in `files`) is copied from the same build.
+    model_cards/demo is pinned to this machine's. The drafts' training provenance (train_command.txt and
+    <epoch>/val_metrics.json, the draft's and the EAGLE-3 head's `files`) is copied from the same build.
     """
     from hfrelease.cli.output import say
     from hfrelease.demo.versions import pin_working_copy
@@ -63,16 +61,15 @@ def pin(manifest: Path, build_dir: Path | None, hub_root: Path | None) -> None:
 @demo.command()
 @click.argument("family", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--hub-root", type=click.Path(path_type=Path, file_okay=False), required=True,
-              help="The local Hub the previous release goes to: its draft repo's main is made to hold the "
-                   "previous head.")
+              help="The local Hub the previous release goes to (its draft repo's main then holds the previous head).")
 @click.option("--build", "build_dir", type=click.Path(path_type=Path),
               help="The demo build (default: build/demo in the checkout).")
 def previous(family: Path, hub_root: Path, build_dir: Path | None) -> None:
     """Make FAMILY (a working copy of model_cards/demo) the demo's previous release, version 0.0.
 
-    Its draft is the previous head `demo build` uploaded before the current one (the same draft, trained for
-    half the epochs), pinned with that head's training provenance; it keeps only the draft, its target and
-    the workloads serving the draft, so releasing it measures what comparing the two drafts needs.
+    Its drafts are the previous heads `demo build` made (the draft trained for half the epochs, the EAGLE-3
+    head without thinking data), each with its training provenance; it keeps only the drafts, their targets
+    and the workloads serving them, so releasing it measures what comparing the heads needs.
     """
     from hfrelease.cli.output import say
     from hfrelease.demo.versions import make_previous_release

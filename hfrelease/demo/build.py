@@ -17,13 +17,21 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hfrelease import shell
 from hfrelease.demo import data
+from hfrelease.demo.commands import (
+    QUANTIZE_SCRIPT,
+    REFERENCE,
+    CommandRunner,
+    offline_env,
+    run_quantization,
+    stamp_architecture,
+)
 from hfrelease.demo.draft_training import EPOCH_STEPS
 from hfrelease.demo.eagle3 import write_eagle3_head
 from hfrelease.demo.eagle3_training import EAGLE3, HEADS
 from hfrelease.demo.family_files import write_family_files
 from hfrelease.demo.model import DRAFT_SPEC, REFERENCE_SPEC
+from hfrelease.demo.nvfp4 import NVFP4, NVFP4_SCHEME, build_nvfp4
 from hfrelease.demo.threads import THREADS_VARIABLE, apply_training_threads
 from hfrelease.demo.tokenizer import ENDOFTEXT, save_tokenizer, train_tokenizer, vocabulary_texts
 from hfrelease.demo.training import Progress, TrainingPlan, encode_corpus, save_model, token_ids, train_model
@@ -39,19 +47,14 @@ DEMO_BUILDER_VERSION = "4"
 # instead of retraining every model.
 _UPGRADABLE_FROM = ("2", "3")
 STAMP_FILE = "build.json"
-# The family's own architecture name, which vLLM knows only through the family's plugin
-# (model_cards/demo/vllm_plugin): the demo exercises the out-of-tree plugin path the Nanbeige family
-# depends on. transformers loads the checkpoints by model_type ("llama") and ignores the name.
-ARCHITECTURE = "HfreleaseDemoForCausalLM"
 TASKS_DIR = "tasks"
 
-REFERENCE = "reference"
 FP8_DYNAMIC = "fp8-dynamic"
 W8A8_INT8 = "w8a8-int8"
 UNDERTRAINED = "undertrained"
 DRAFT = "draft"
 EAGLE3_UNTRAINED = "eagle3-untrained"
-NVFP4 = "nvfp4"  # an add-on (NVFP4_STAMP_KEY), not in ARTIFACT_IDS: a build from before it is not rebuilt
+
 ARTIFACT_IDS = (REFERENCE, FP8_DYNAMIC, W8A8_INT8, UNDERTRAINED, DRAFT, EAGLE3_UNTRAINED)
 # The draft's training provenance (train_command.txt, <epoch>/val_metrics.json), beside its model directory.
 TRAINING_DIR = "draft-training"
@@ -87,23 +90,6 @@ REFERENCE_PLAN = TrainingPlan(steps=1500, snapshot_steps=(UNDERTRAINED_STEP,))
 DRAFT_PLAN = TrainingPlan(steps=4 * EPOCH_STEPS, snapshot_steps=tuple(EPOCH_STEPS * e for e in range(1, 5)))
 PREVIOUS_DRAFT_PLAN = TrainingPlan(steps=2 * EPOCH_STEPS, snapshot_steps=(EPOCH_STEPS, 2 * EPOCH_STEPS))
 DRAFT_SPECULATIVE_TOKENS = 3  # the demo manifest's num_speculative_tokens: validation drafts as many
-
-QUANTIZE_SCRIPT = Path(__file__).with_name("quantize_script.py")
-
-# Runs one command to completion; raises an HfreleaseError when it fails.
-CommandRunner = Callable[[Sequence[str], Mapping[str, str]], None]
-
-
-def run_quantization(cmd: Sequence[str], env: Mapping[str, str]) -> None:
-    """Run the quantization script through the project's one subprocess wrapper."""
-    shell.run(
-        cmd,
-        env=env,
-        error=EnvironmentProblem,
-        what="quantizing the demo reference with llm-compressor",
-        hint="Check the llm-compressor environment (scripts/setup makes .venv-quant) or pass another --quant-python.",
-    )
-
 
 def build_demo_family(
     out_dir: Path,
@@ -163,11 +149,11 @@ def build_demo_family(
                 str(quant_python), str(QUANTIZE_SCRIPT),
                 "--src", str(work / REFERENCE), "--dst", str(work / aid), "--scheme", scheme,
             ],
-            _offline_env(),
+            offline_env(),
         )  # fmt: skip
     for aid in ARTIFACT_IDS:
         if aid not in _OWN_ARCHITECTURE:
-            _stamp_architecture(work / aid)
+            stamp_architecture(work / aid)
     for aid in (*ARTIFACT_IDS, TRAINING_DIR):
         shutil.rmtree(out_dir / aid, ignore_errors=True)
         (work / aid).replace(out_dir / aid)
@@ -219,7 +205,7 @@ def _previous_head(out_dir: Path, *, seed: int, say: Callable[[str], None]) -> N
         shutil.rmtree(directory, ignore_errors=True)
     _train_draft(out_dir / REFERENCE, work, training, seed=seed, say=say, plan=PREVIOUS_DRAFT_PLAN,
                  name=PREVIOUS_DRAFT)
-    _stamp_architecture(work)
+    stamp_architecture(work)
     for built, final in ((work, out_dir / PREVIOUS_DRAFT), (training, out_dir / PREVIOUS_TRAINING_DIR)):
         shutil.rmtree(final, ignore_errors=True)
         built.replace(final)
@@ -257,8 +243,6 @@ def _eagle3_heads(out_dir: Path, *, seed: int, say: Callable[[str], None], specu
 def _nvfp4_quant(out_dir: Path, *, quant_python: Path, say: Callable[[str], None], run: CommandRunner) -> Path:
     """Quantize the reference to NVFP4 (hfrelease.demo.nvfp4) unless the stamp records exactly its files; return
     its directory. A finished build from before it gets it in place (about 20 s)."""
-    from hfrelease.demo.nvfp4 import NVFP4_SCHEME, build_nvfp4
-
     target = out_dir / NVFP4
     stamp = read_stamp(out_dir)
     if stamp is None:
@@ -304,19 +288,12 @@ def _upgrade(out_dir: Path, *, seed: int, say: Callable[[str], None]) -> bool:
     training = out_dir / f".{TRAINING_DIR}.building"
     shutil.rmtree(training, ignore_errors=True)
     _train_draft(out_dir / REFERENCE, work, training, seed=seed, say=say)
-    _stamp_architecture(work)
+    stamp_architecture(work)
     for built, final in ((work, out_dir / DRAFT), (training, out_dir / TRAINING_DIR)):
         shutil.rmtree(final, ignore_errors=True)
         built.replace(final)
     _write_stamp(out_dir, seed=seed)
     return True
-
-
-def _stamp_architecture(artifact_dir: Path) -> None:
-    config_path = artifact_dir / "config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    config["architectures"] = [ARCHITECTURE]
-    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def tasks_dir(out_dir: Path) -> Path:
@@ -403,12 +380,6 @@ def _train_draft(reference_dir: Path, out: Path, training: Path, *, seed: int, s
     draft.generation_config = GenerationConfig(eos_token_id=stop_ids, pad_token_id=ids.pad_token_id)  # type: ignore[no-untyped-call]
     save_model(draft, out, dtype=WEIGHT_DTYPE)
     save_tokenizer(tokenizer, out)
-
-
-def _offline_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    return env
 
 
 # --- the build stamp ---------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from hfrelease import shell
 from hfrelease.demo import data
+from hfrelease.demo.commands import CommandRunner
 from hfrelease.errors import EnvironmentProblem
 
 EAGLE3 = "eagle3"
@@ -43,10 +44,6 @@ HEADS: Mapping[str, tuple[str, tuple[str, ...]]] = {
 # Validation acceptance was still rising at epoch 8 (0.684 at position 0 from epoch 7 on).
 EPOCHS = 10
 SCRIPT = Path(__file__).with_name("eagle3_training_script.py")
-
-# Runs one command to completion; raises an HfreleaseError when it fails.
-CommandRunner = Callable[[Sequence[str], Mapping[str, str]], None]
-
 
 def run_training(cmd: Sequence[str], env: Mapping[str, str]) -> None:
     """Run the training script through the project's one subprocess wrapper."""

@@ -1,10 +1,10 @@
 """An NVFP4 quant of a demo build's reference, made with llm-compressor like the build's FP8 and W8A8 quants.
 
-It is no artifact of the demo family yet (model_cards/demo/release.toml does not list it): the tests release it
-in a family of their own, served on a CPU build of vLLM through the emulation route
-(`hfrelease.serving.emulation`). NVFP4 calibrates one global activation scale per layer, on the demo's speed
-workload prompts (`prompts/chat.jsonl`, `prompts/longdoc.jsonl` of the build): never on a gate's prompts, so
-no quality or fidelity gate is measured on the data that calibrated it.
+An artifact of the demo family, built by `hfrelease demo build` as an add-on of the build (`hfrelease.demo.build`)
+and served on a CPU build of vLLM through the emulation route (`hfrelease.serving.emulation`). NVFP4 calibrates
+one global activation scale per layer, on the demo's speed workload prompts (`prompts/chat.jsonl`,
+`prompts/longdoc.jsonl` of the build): never on a gate's prompts, so no quality or fidelity gate is measured on
+the data that calibrated it.
 """
 
 from __future__ import annotations
@@ -12,17 +12,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from hfrelease.demo.build import (
-    NVFP4,
+from hfrelease.demo.commands import (
     QUANTIZE_SCRIPT,
     REFERENCE,
     CommandRunner,
-    _offline_env,
-    _stamp_architecture,
+    offline_env,
     run_quantization,
+    stamp_architecture,
 )
 
-__all__ = ["CALIBRATION_FILES", "NVFP4", "NVFP4_SCHEME", "build_nvfp4"]
+NVFP4 = "nvfp4"
 NVFP4_SCHEME = "NVFP4"
 CALIBRATION_FILES = ("prompts/chat.jsonl", "prompts/longdoc.jsonl")
 
@@ -43,9 +42,9 @@ def build_nvfp4(
             str(quant_python), str(QUANTIZE_SCRIPT), "--src", str(build_dir / REFERENCE), "--dst", str(work),
             "--scheme", NVFP4_SCHEME, "--calibration", *calibration,
         ],
-        _offline_env(),
+        offline_env(),
     )  # fmt: skip
-    _stamp_architecture(work)  # the family's architecture name, as the build's own quants carry
+    stamp_architecture(work)  # the family's architecture name, as the build's own quants carry
     shutil.rmtree(dst, ignore_errors=True)
     work.replace(dst)
     return dst

@@ -14,8 +14,9 @@ from hfrelease.demo import data
 from hfrelease.demo.build import (
     ARTIFACT_IDS,
     DRAFT,
+    EAGLE3_STAMP_KEY,
     FP8_DYNAMIC,
-    REFERENCE,
+    NVFP4_STAMP_KEY,
     STAMP_FILE,
     UNDERTRAINED,
     W8A8_INT8,
@@ -23,6 +24,9 @@ from hfrelease.demo.build import (
     read_stamp,
     tasks_dir,
 )
+from hfrelease.demo.commands import REFERENCE
+from hfrelease.demo.eagle3_training import EAGLE3, EAGLE3_TRAINING, HEADS
+from hfrelease.demo.nvfp4 import NVFP4
 from hfrelease.errors import ExitCode
 from tests.conftest import CliRun
 
@@ -58,7 +62,7 @@ def _greedy(model_dir: Path, prompt: str, *, thinking: bool) -> str:
 def test_every_artifact_has_a_servable_layout(family: tuple[Path, dict[str, Path], list[str]]) -> None:
     """Each artifact directory holds config, safetensors weights, tokenizer with chat template, generation config."""
     _, artifacts, _ = family
-    assert set(artifacts) == set(ARTIFACT_IDS)
+    assert set(artifacts) == {*ARTIFACT_IDS, EAGLE3, NVFP4}  # the last two are add-ons with stamps of their own
     for path in artifacts.values():
         for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                      "generation_config.json"):  # fmt: skip
@@ -219,3 +223,30 @@ def test_draft_training_provenance_reads_as_speculators_files(family: tuple[Path
                                 for p in training.glob("*/val_metrics.json")], "draft")
     assert [e.epoch for e in epochs] == [0, 1, 2, 3]
     assert len(epochs[-1].positions()) == 3 and epochs[-1].positions()[0][1] >= epochs[0].positions()[0][1]
+
+
+def test_eagle3_heads_are_speculators_checkpoints_with_their_provenance(
+    family: tuple[Path, dict[str, Path], list[str]],
+) -> None:
+    """Both EAGLE-3 heads are speculators-format checkpoints for the FP8 verifier (no remote code shipped), each with
+    speculators' train_command.txt and ten val_metrics.json; the stamp records their files and the NVFP4 quant's."""
+    from hfrelease.cards.training import parse_train_command, parse_val_metrics
+
+    out, _, _ = family
+    stamp = read_stamp(out)
+    assert stamp is not None
+    for head, (training_dir, _modes) in HEADS.items():
+        config = json.loads((out / head / "config.json").read_text())
+        assert config["speculators_model_type"] == "eagle3" and "auto_map" not in config
+        assert config["speculators_config"]["verifier"]["name_or_path"] == "hfrelease-demo/tiny-FP8-Dynamic"
+        assert config["eagle_aux_hidden_state_layer_ids"] == [1, 2, 3]
+        assert not (out / head / "config.py").exists()
+        training = out / training_dir
+        command = parse_train_command((training / "train_command.txt").read_text(), head)
+        assert command.command == "hfrelease demo build --seed 0"
+        epochs = parse_val_metrics([(p.relative_to(training).as_posix(), p.read_text())
+                                    for p in training.glob("*/val_metrics.json")], head)
+        assert [e.epoch for e in epochs] == list(range(10))
+        assert f"{head}/model.safetensors" in stamp[EAGLE3_STAMP_KEY]  # type: ignore[operator]
+    assert (out / EAGLE3_TRAINING / "9" / "val_metrics.json").is_file()
+    assert f"{NVFP4}/model.safetensors" in stamp[NVFP4_STAMP_KEY]  # type: ignore[operator]

@@ -42,10 +42,10 @@ def test_flagship_draft_job_serves_it_with_its_target_only() -> None:
 
 
 def test_demo_matrix_includes_both_drafts() -> None:
-    """The demo's matrix has the published draft and the unpublished EAGLE-3 fixture."""
+    """The demo's matrix has the published drafts and the unpublished EAGLE-3 fixture."""
     manifest = load_manifest(ROOT / "model_cards" / "demo", check_files=False)
     drafts = [e for e in eval_matrix(manifest) if manifest.artifact_by_id(e.artifact).kind == "draft"]
-    assert drafts == [MatrixEntry(artifact="draft", publish=True),
+    assert drafts == [MatrixEntry(artifact="draft", publish=True), MatrixEntry(artifact="eagle3", publish=True),
                       MatrixEntry(artifact="eagle3-untrained", publish=False)]
 
 
