@@ -131,6 +131,10 @@ def build_demo_family(
             f"the llm-compressor interpreter {quant_python} does not exist",
             hint="Run scripts/setup (it creates .venv-quant), or pass --quant-python / set HFRELEASE_QUANT_PYTHON.",
         )
+    if speculators_python is None:  # found now for the same reason (the heads are trained last)
+        from hfrelease.demo.paths import default_speculators_python
+
+        speculators_python = default_speculators_python(os.environ)
 
     started = time.monotonic()
     # Build beside the final directories and move each into place when done; the stamp is
