@@ -251,7 +251,7 @@ class DraftTables:
         d = artifact.draft
         names = {"target": "served with its target", "acceptance": "acceptance rate",
                  "acceptance-length": "mean acceptance length", "speedup": "speedup over no speculation",
-                 "identical-outputs": "share of prompts with no speculation's output tokens"}
+                 "identical-outputs": "outputs equal to no speculation's"}
         required = {"target": f"target = {d.target}", "acceptance": f"min_acceptance_rate = {d.min_acceptance_rate:g}"
                     if d.min_acceptance_rate is not None else "measured",
                     "acceptance-length": f"min_acceptance_length = {d.min_acceptance_length:g}"

@@ -41,6 +41,12 @@ HEADS: Mapping[str, tuple[str, tuple[str, ...]]] = {
     EAGLE3_PREVIOUS: (EAGLE3_PREVIOUS_TRAINING, ("non-thinking",)),
     EAGLE3: (EAGLE3_TRAINING, ("non-thinking", "thinking")),
 }
+# How the previous head's manifest entry says it was trained (the v0.0 working copy's `trained_with` and
+# `description`, `hfrelease.demo.versions`): the current entry's text names the thinking answers it added.
+PREVIOUS_TRAINED_WITH = ("speculators 0.9.0 (Eagle3DraftModel; our loop: its Trainer needs a GPU), 10 epochs on the "
+                         "FP8 verifier's own answers, thinking off only")
+PREVIOUS_DESCRIPTION = ("an EAGLE-3 draft head for the FP8-Dynamic quant, trained with speculators on its own "
+                        "non-thinking answers")
 # Validation acceptance was still rising at epoch 8 (0.684 at position 0 from epoch 7 on).
 EPOCHS = 10
 SCRIPT = Path(__file__).with_name("eagle3_training_script.py")

@@ -22,7 +22,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from hfrelease.demo.eagle3_training import EAGLE3, EAGLE3_PREVIOUS, EAGLE3_PREVIOUS_TRAINING, EAGLE3_TRAINING
+from hfrelease.demo.eagle3_training import (
+    EAGLE3,
+    EAGLE3_PREVIOUS,
+    EAGLE3_PREVIOUS_TRAINING,
+    EAGLE3_TRAINING,
+    PREVIOUS_DESCRIPTION,
+    PREVIOUS_TRAINED_WITH,
+)
 from hfrelease.demo.paths import default_build_dir
 from hfrelease.demo.vendor import (
     PREVIOUS_HEADS,
@@ -74,6 +81,8 @@ def write_previous_family(family_dir: Path, build_dir: Path, *, version: str = P
             path = str(artifact["source"]["path"])
             artifact["source"]["path"] = path[: len(path) - len(local)] + previous_dir
             _drop_draft_gates(artifact)
+            artifact["draft"]["trained_with"] = PREVIOUS_TRAINED_WITH
+            artifact["description"] = PREVIOUS_DESCRIPTION
             artifact["files"] = copy_training(build_dir, family_dir, declared, source_dir=provenance)
             changes.append(f"{artifact['id']}: the previous head ({artifact['source']['path']}) and its training "
                            f"provenance ({len(artifact['files'])} files)")

@@ -323,6 +323,8 @@ def test_the_previous_release_serves_the_previous_eagle3_head_from_the_build(
     assert (family / "eagle3-training" / "0" / "val_metrics.json").read_text() == '{"loss_epoch": 2.0}'
     assert head.draft is not None and head.draft.target == "fp8-dynamic"
     assert head.draft.min_acceptance_rate is None and head.draft.min_identical_outputs == 0.75
+    assert head.draft.trained_with is not None and head.draft.trained_with.endswith("thinking off only")
+    assert head.description is not None and "non-thinking" in head.description
     assert {s.id for s in manifest.speculative} == {"draft", "eagle3"}
     served = {w.id: (w.artifacts, w.speculative) for w in manifest.workload}
     assert served["verifier-chat"] == (["fp8-dynamic"], ["none", "eagle3"])
