@@ -18,7 +18,7 @@ from hfrelease.cards.inputs import CardInputs, HardwareLedger, RecordEntry
 from hfrelease.cards.measurements import NONE, FamilyMeasurements, SpeedPoint, measure_family
 from hfrelease.cards.text import Markdown, code_span
 from hfrelease.cards.view import Context
-from hfrelease.manifest import Artifact
+from hfrelease.manifest import Artifact, Manifest
 from hfrelease.serving.kernels import isa_name
 
 _MISSING = "not measured"
@@ -31,8 +31,12 @@ def hardware_context(inputs: CardInputs, artifact: Artifact) -> Context | None:
     ledgers = [HardwareLedger(name=inputs.manifest.ledger_dir.name, entries=inputs.records), *inputs.hardwares]
     columns: list[tuple[HardwareLedger, FamilyMeasurements]] = []
     for ledger in ledgers:
+        # Another machine's ledger holds what was measured there: an artifact added to the family since (the demo's
+        # NVFP4 quant and trained EAGLE-3 head, after its H200 session) is left out of that column, not missing.
+        own = ledger.entries is inputs.records
+        manifest = inputs.manifest if own else _as_recorded(inputs.manifest, ledger.entries)
         try:
-            measured = measure_family(CardInputs(manifest=inputs.manifest, records=ledger.entries))
+            measured = measure_family(CardInputs(manifest=manifest, records=ledger.entries))
         except CardError as exc:
             raise CardError(f"ledger {ledger.name}/: {exc}", hint=exc.hint) from exc
         if _entries(measured, artifact):
@@ -44,6 +48,25 @@ def hardware_context(inputs: CardInputs, artifact: Artifact) -> Context | None:
         "gates": _gate_rows(inputs, artifact, [m for _, m in columns]),
         "speed": _speed_rows(artifact, [m for _, m in columns]),
     }
+
+
+def _as_recorded(manifest: Manifest, entries: tuple[RecordEntry, ...]) -> Manifest:
+    """`manifest` cut to the artifacts `entries` hold a record of (the reference always kept), the gates they
+    recorded, and the speculative configs and workloads of those artifacts."""
+    recorded = {e.record.artifact_id for e in entries} | {e.record.draft_artifact_id for e in entries}
+    artifacts = [a for a in manifest.artifact if a.id in recorded or a.id == manifest.reference.id]
+    kept = {a.id for a in artifacts}
+    gates = {e.record.subject_id for e in entries if e.record.kind == "gate"}
+    configs = [s for s in manifest.speculative if s.draft is None or s.draft in kept]
+    names = {s.id for s in configs} | {NONE}
+    workloads = []
+    for workload in manifest.workload:
+        served = [a for a in workload.artifacts if a in kept] if workload.artifacts is not None else None
+        if served != []:
+            workloads.append(workload.model_copy(update={
+                "artifacts": served, "speculative": [c for c in workload.speculative if c in names]}))
+    return manifest.model_copy(update={"artifact": artifacts, "gate": [g for g in manifest.gate if g.id in gates],
+                                       "speculative": configs, "workload": workloads})
 
 
 def describe_hardware(info: Mapping[str, Any]) -> str:
