@@ -15,7 +15,7 @@ from hfrelease.cards import CardInputs, render_family
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "demo"
 UPDATE = bool(os.environ.get("UPDATE_GOLDEN"))
-CARDS = ["reference", "fp8-dynamic", "w8a8-int8", "undertrained", "draft"]  # reference, quant, variant, draft
+CARDS = ["reference", "fp8-dynamic", "w8a8-int8", "nvfp4", "undertrained", "draft", "eagle3"]  # every kind of card
 
 
 @pytest.fixture(scope="module")
