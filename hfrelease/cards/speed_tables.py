@@ -274,6 +274,7 @@ class SpeedTables:
 
     def speed(self, artifact: Artifact) -> Context:
         workloads = []
+        served: set[str] = set()
         server = artifact.draft.target if artifact.draft is not None else artifact.id
         for workload in self.manifest.workload:
             points = [p for p in self.measured.points(artifact_id=server, workload_id=workload.id)
@@ -284,6 +285,7 @@ class SpeedTables:
                 continue
             verdict = self.verdict(server, workload.id)
             rows = [self._speed_row(p, verdict) for p in points]
+            served.update(p.artifact_id for p in points)
             workloads.append({
                 "label": escape_markdown(workload.label or workload.id), "id": escape_markdown(workload.id),
                 "output_len": workload.output_len, "thinking": workload.thinking, "ignore_eos": workload.ignore_eos,
@@ -292,8 +294,10 @@ class SpeedTables:
                 "not_clear": self.not_clear(verdict) if verdict is not None and not verdict.clear else None,
                 "bunched": any(r["itl"] == "n/a (bunched)" for r in rows),
             })
-        return {"measured": bool(workloads), "workloads": workloads, "by_artifact": artifact.kind == "draft",
-                "server": escape_markdown(server)}
+        # A draft's rows name the artifact serving each only when they are several (its draft x target matrix): on
+        # one target the column repeats the intro's "measured on", and it can push the table past the card's width.
+        return {"measured": bool(workloads), "workloads": workloads,
+                "by_artifact": artifact.kind == "draft" and len(served) > 1, "server": escape_markdown(server)}
 
     def load(self, artifact: Artifact) -> Context:
         tables = []
