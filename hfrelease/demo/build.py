@@ -194,14 +194,9 @@ def _previous_head(out_dir: Path, *, seed: int, say: Callable[[str], None]) -> N
     """Train the draft's previous head (PREVIOUS_DRAFT, PREVIOUS_TRAINING_DIR) unless the stamp records exactly
     its files: a finished build from before it existed gets it in place (about half a minute)."""
     stamp = read_stamp(out_dir)
-    if stamp is None:
-        return
     dirs = (PREVIOUS_DRAFT, PREVIOUS_TRAINING_DIR)
-    try:
-        if stamp.get(PREVIOUS_STAMP_KEY) == _artifact_hashes(out_dir, dirs) and (out_dir / PREVIOUS_DRAFT).is_dir():
-            return
-    except OSError:
-        pass
+    if stamp is None or _add_on_current(out_dir, stamp, PREVIOUS_STAMP_KEY, dirs):
+        return
     say(f"training {PREVIOUS_DRAFT}, the draft's previous head, in {out_dir}")
     work = out_dir / f".{PREVIOUS_DRAFT}.building"
     training = out_dir / f".{PREVIOUS_TRAINING_DIR}.building"
@@ -213,10 +208,7 @@ def _previous_head(out_dir: Path, *, seed: int, say: Callable[[str], None]) -> N
     for built, final in ((work, out_dir / PREVIOUS_DRAFT), (training, out_dir / PREVIOUS_TRAINING_DIR)):
         shutil.rmtree(final, ignore_errors=True)
         built.replace(final)
-    stamp[PREVIOUS_STAMP_KEY] = _artifact_hashes(out_dir, dirs)
-    tmp = out_dir / (STAMP_FILE + ".tmp")
-    tmp.write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(out_dir / STAMP_FILE)
+    _record_add_on(out_dir, stamp, PREVIOUS_STAMP_KEY, dirs)
 
 
 def _eagle3_heads(out_dir: Path, *, seed: int, say: Callable[[str], None], speculators_python: Path | None,
@@ -227,21 +219,13 @@ def _eagle3_heads(out_dir: Path, *, seed: int, say: Callable[[str], None], specu
     from hfrelease.demo.paths import default_speculators_python
 
     stamp = read_stamp(out_dir)
-    if stamp is None:
-        return
     dirs = [name for head, (training, _modes) in HEADS.items() for name in (head, training)]
-    try:
-        if stamp.get(EAGLE3_STAMP_KEY) == _artifact_hashes(out_dir, dirs) and all((out_dir / d).is_dir() for d in dirs):
-            return
-    except OSError:
-        pass
+    if stamp is None or _add_on_current(out_dir, stamp, EAGLE3_STAMP_KEY, dirs):
+        return
     python = speculators_python or default_speculators_python(os.environ)
     train_heads(out_dir, speculators_python=python, seed=seed, threads=apply_training_threads(), say=say,
                 run=run or run_training)
-    stamp[EAGLE3_STAMP_KEY] = _artifact_hashes(out_dir, dirs)
-    tmp = out_dir / (STAMP_FILE + ".tmp")
-    tmp.write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(out_dir / STAMP_FILE)
+    _record_add_on(out_dir, stamp, EAGLE3_STAMP_KEY, dirs)
 
 
 def _nvfp4_quant(out_dir: Path, *, quant_python: Path, say: Callable[[str], None], run: CommandRunner) -> Path:
@@ -249,20 +233,29 @@ def _nvfp4_quant(out_dir: Path, *, quant_python: Path, say: Callable[[str], None
     its directory. A finished build from before it gets it in place (about 20 s)."""
     target = out_dir / NVFP4
     stamp = read_stamp(out_dir)
-    if stamp is None:
+    if stamp is None or _add_on_current(out_dir, stamp, NVFP4_STAMP_KEY, [NVFP4]):
         return target
-    try:
-        if stamp.get(NVFP4_STAMP_KEY) == _artifact_hashes(out_dir, [NVFP4]) and target.is_dir():
-            return target
-    except OSError:
-        pass
     say(f"quantizing {REFERENCE} → {NVFP4} ({NVFP4_SCHEME}) with {quant_python}")
     build_nvfp4(out_dir, target, quant_python=quant_python, run=run)
-    stamp[NVFP4_STAMP_KEY] = _artifact_hashes(out_dir, [NVFP4])
+    _record_add_on(out_dir, stamp, NVFP4_STAMP_KEY, [NVFP4])
+    return target
+
+
+def _add_on_current(out_dir: Path, stamp: dict[str, object], key: str, dirs: Sequence[str]) -> bool:
+    """Whether the add-on whose files' sha256 the stamp keeps under `key` is built: every one of `dirs` there,
+    holding exactly the files recorded."""
+    try:
+        return stamp.get(key) == _artifact_hashes(out_dir, dirs) and all((out_dir / d).is_dir() for d in dirs)
+    except OSError:
+        return False
+
+
+def _record_add_on(out_dir: Path, stamp: dict[str, object], key: str, dirs: Sequence[str]) -> None:
+    """Record the sha256 of an add-on's files in the stamp under `key` (written beside it, then moved in)."""
+    stamp[key] = _artifact_hashes(out_dir, dirs)
     tmp = out_dir / (STAMP_FILE + ".tmp")
     tmp.write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(out_dir / STAMP_FILE)
-    return target
 
 
 def _upgrade(out_dir: Path, *, seed: int, say: Callable[[str], None]) -> bool:
