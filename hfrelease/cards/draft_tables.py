@@ -158,7 +158,48 @@ class DraftTables:
                 "concurrency": p.concurrency,
             })
         return {"measured": bool(rows), "rows": rows, "gates": self.draft_gates(artifact),
-                "outputs": self.outputs(artifact)}
+                "own_head": self.own_head_gates(artifact), "outputs": self.outputs(artifact)}
+
+    def own_head_gates(self, artifact: Artifact) -> Context | None:
+        """The gate of a head the artifact ships itself (native MTP: `min_acceptance_vs_reference`), judged as the
+        release's merge job judges it from the card's own records: its batch-1 acceptance against the share of
+        the reference's on the same workload and config. None where no such config served it."""
+        if artifact.kind in ("draft", "reference"):
+            return None
+        from hfrelease.speed.result import row_from_record
+        from hfrelease.speed.verdict import own_head_checks
+
+        gated = {s.id: s.min_acceptance_vs_reference for s in self.manifest.speculative
+                 if s.min_acceptance_vs_reference is not None}
+        reference = self.manifest.reference.id
+        points = {(p.artifact_id, p.workload.id, p.speculative): p for p in self.measured.points()
+                  if p.speculative in gated and p.concurrency == 1 and p.input_len is None
+                  and p.artifact_id in (artifact.id, reference)}
+        if not any(a == artifact.id for a, _, _ in points):
+            return None
+        rows = [row_from_record(p.entry.record, origin="recorded") for p in points.values()]
+        table = []
+        for c in (c for c in own_head_checks(self.manifest, rows) if c.draft_id == artifact.id):
+            mine, theirs = points[(artifact.id, c.workload_id, c.speculative)], points.get(
+                (reference, c.workload_id, c.speculative))
+            share = gated[c.speculative]
+            bound = (self.numbers.add(f"{self.speed.point_id(mine)}.own_head_bound",
+                                      f"the acceptance {c.speculative} must reach on {c.workload_id}: {share:g} x the "
+                                      "reference's", fixed(c.threshold, 2),
+                                      [mine.entry, *([theirs.entry] if theirs else [])])
+                     if c.threshold is not None else Markdown("reference not measured"))
+            table.append({
+                "label": Markdown(f"{escape_markdown(mine.workload.label or mine.workload.id)}, "
+                                  f"{code_span(c.speculative)}"),
+                "rate": self._with_interval(mine, "spec_acceptance_rate", "acceptance rate") or Markdown(
+                    "not measured"),
+                "reference": (self._with_interval(theirs, "spec_acceptance_rate", "acceptance rate")
+                              if theirs else None) or Markdown("not measured"),
+                # Short (the table must fit the card column): the paragraph above names the manifest key.
+                "required": Markdown(f"{bound} ({share:g}{TIMES})"),
+                "verdict": Markdown("pass" if c.verdict == "pass" else "**fail**"),
+            })
+        return {"rows": table, "passed": all(r["verdict"] == "pass" for r in table), "reference": reference}
 
     def _judged_speedup(self, check: DraftCheck, p: SpeedPoint, served: list[SpeedPoint]) -> Markdown | None:
         """The speedup gate's cell: the batch-1 speedup or, where the gate's figure is another point's (the

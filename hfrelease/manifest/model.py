@@ -300,11 +300,20 @@ class Speculative(Table):
     # `synthetic_acceptance_length` its mean acceptance length; "block" verifies the drafts jointly.
     rejection_sample_method: Literal["standard", "synthetic", "block"] | None = None
     synthetic_acceptance_length: Annotated[float, Field(ge=1.0)] | None = None
+    # The gate of a head the served artifact ships itself (native MTP: no draft artifact carries gates): on every
+    # workload listing this config, each other artifact's batch-1 acceptance must reach this share of the
+    # reference's (the lower bound of its 95 % interval over prompts: `hfrelease.speed.verdict.own_head_checks`).
+    # A quant whose MTP layers were lost in export accepts almost nothing and fails it. A threshold, not a
+    # measured input: it stays out of the points' keys (`hfrelease.speed.plan.point_input_key`).
+    min_acceptance_vs_reference: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
 
     @model_validator(mode="after")
     def _method_fields(self) -> Speculative:
         if self.id == "none":
             raise ValueError("'none' is reserved for serving without speculation")
+        if self.min_acceptance_vs_reference is not None and self.draft is not None:
+            raise ValueError("min_acceptance_vs_reference gates a head the artifact ships itself (no draft): a draft "
+                             "artifact's gates are its [artifact.draft] table's min_acceptance_rate")
         if (self.rejection_sample_method == "synthetic") != (self.synthetic_acceptance_length is not None):
             raise ValueError("synthetic_acceptance_length is set exactly when rejection_sample_method = 'synthetic'")
         if self.method in NGRAM_METHODS:

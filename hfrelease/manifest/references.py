@@ -197,6 +197,26 @@ def _selection_references(data: Mapping[str, Any]) -> list[ConfigProblem]:
                         _unknown_id(f"workload[{index}].speculative[{pos}]", "speculative config", name,
                                     speculative_ids)
                     )
+    return problems + _own_head_references(data)
+
+
+def _own_head_references(data: Mapping[str, Any]) -> list[ConfigProblem]:
+    """A config gated against the reference's acceptance (`min_acceptance_vs_reference`) is listed only by
+    workloads measured on the reference: elsewhere there is nothing to compare with."""
+    references = [i for i, a in _ids(data, "artifact").items() if a.get("kind") == "reference"]
+    gated = {i for i, s in _ids(data, "speculative").items() if s.get("min_acceptance_vs_reference") is not None}
+    problems: list[ConfigProblem] = []
+    for index, item in _entries(data, "workload"):
+        chosen, measured = item.get("speculative"), item.get("artifacts")
+        if not isinstance(chosen, list) or not isinstance(measured, list) or not references:
+            continue  # without `artifacts`, a workload is measured on every servable artifact, the reference too
+        for name in sorted(gated & {c for c in chosen if isinstance(c, str)}):
+            if references[0] not in measured:
+                problems.append(ConfigProblem(
+                    location=f"workload[{index}].artifacts",
+                    message=f"lists {name!r}, gated against the reference's acceptance "
+                            f"(min_acceptance_vs_reference), but is not measured on the reference "
+                            f"{references[0]!r}: add it to artifacts"))
     return problems
 
 

@@ -68,14 +68,20 @@ class MatrixEntry:
 
 
 def eval_matrix(manifest: Manifest, artifacts: Sequence[str] = (), gates: Sequence[str] = ()) -> list[MatrixEntry]:
-    """One entry per artifact that has a gate to run, and per draft (restricted to `artifacts` if given).
+    """One entry per artifact that has a gate to run, and per draft (restricted to `artifacts` if given). A
+    workload listing a config gated against the reference's acceptance (`min_acceptance_vs_reference`) gives
+    each artifact it is measured on, the reference too, a gate: its job measures the points the merge judges.
 
-    Restricting the matrix to some `gates` leaves the drafts out: their gates are not those.
+    Restricting the matrix to some `gates` leaves the drafts and those out: their gates are not those.
     """
     from hfrelease.evaluation.plan import gate_artifacts
+    from hfrelease.speed.drafts import own_head_manifest
+    from hfrelease.speed.plan import workload_artifacts
 
     select(manifest, artifacts=artifacts, gates=gates)
     with_gates = {a for g in manifest.gate if not gates or g.id in gates for a in gate_artifacts(manifest, g)}
+    if not gates:
+        with_gates |= {a for w in own_head_manifest(manifest).workload for a in workload_artifacts(manifest, w)}
     return [MatrixEntry(artifact=a.id, publish=a.publish) for a in manifest.artifact
             if (a.id in with_gates or (a.kind == "draft" and not gates)) and (not artifacts or a.id in artifacts)]
 
@@ -139,7 +145,7 @@ def decide_gates(
     Nothing is measured here: a gate with no record for the current inputs is a problem of its own (an
     eval job did not record it), never a reason to start a server on the merge job's machine.
     """
-    from hfrelease.speed.drafts import judge_draft
+    from hfrelease.speed.drafts import judge_draft, judge_own_heads
 
     entries = eval_matrix(manifest, artifacts, gates)
     published = {e.artifact: e.publish for e in entries}
@@ -164,6 +170,10 @@ def decide_gates(
     ]
     # A draft's gates are judged from its job's speed records (and the target's baseline beside them).
     judged = [judge_draft(manifest, d, ledger=ledger, hash_cache=hash_cache) for d in drafts]
+    # A head an artifact ships itself (native MTP) is judged against the reference's acceptance, from both
+    # artifacts' speed records (their eval jobs measured them; `hfrelease.speed.verdict.own_head_checks`).
+    judged += judge_own_heads(manifest, [a for a in published if a not in drafts], ledger=ledger,
+                              hash_cache=hash_cache)
     problems += [GateProblem(artifact=p.draft_id, gate=f"draft:{p.check}", kind=p.kind, text=p.text)
                  for j in judged for p in j.problems]
     return GateDecision(rows=tuple(rows), draft_checks=tuple(c for j in judged for c in j.checks),

@@ -37,7 +37,7 @@ from hfrelease.speed.plan import (
     workload_artifacts,
 )
 from hfrelease.speed.result import SpeedRow, row_from_record
-from hfrelease.speed.verdict import DraftCheck, draft_checks, with_speedups
+from hfrelease.speed.verdict import DraftCheck, draft_checks, own_head_checks, with_speedups
 
 
 def draft_ids(manifest: Manifest) -> list[str]:
@@ -192,3 +192,58 @@ def judge_draft(manifest: Manifest, draft_id: str, *, ledger: Ledger, hash_cache
             draft_id=draft_id, check="acceptance", kind="missing",
             text=f"{draft_id}: no batch-1 point served with it: its acceptance was never measured"))
     return DraftJudgement(draft_id=draft_id, checks=tuple(checks), problems=tuple(problems))
+
+
+def own_head_manifest(manifest: Manifest) -> Manifest:
+    """`manifest` cut to the workloads that list a config gated against the reference's acceptance
+    (`min_acceptance_vs_reference`: a head the artifact ships itself, as native MTP), each cut to those configs
+    (the fields that key a point are kept)."""
+    gated = {s.id for s in manifest.speculative if s.min_acceptance_vs_reference is not None}
+    workloads = [w.model_copy(update={"compare_quants": False, "speculative": [s for s in w.speculative if s in gated]})
+                 for w in manifest.workload if gated & set(w.speculative)]
+    return manifest.model_copy(update={"workload": workloads})
+
+
+def judge_own_heads(manifest: Manifest, artifacts: Sequence[str], *, ledger: Ledger,
+                    hash_cache: HashCache | None) -> list[DraftJudgement]:
+    """The gate of each head an artifact of `artifacts` ships itself, on `ledger` (the merged one): its batch-1
+    points and the reference's beside them (`verdict.own_head_checks`), each of which must be recorded for the
+    current inputs. One judgement per artifact judged (`draft_id` is the artifact); nothing is measured."""
+    cut = own_head_manifest(manifest)
+    if not cut.workload:
+        return []
+    reference = manifest.reference.id
+    plan = plan_speed(cut, ledger=ledger, hash_cache=hash_cache, download=False)
+    rows: list[SpeedRow] = []
+    problems: dict[str, list[DraftProblem]] = {}
+    served = {(job.artifact.id, point.workload.id, job.spec_id) for job in plan.servers for point in job.points}
+    for job in plan.servers:
+        for point in job.points:
+            if point.concurrency != 1 or point.input_len:
+                continue  # the gate's points (`verdict.own_head_checks`)
+            record = find_point_record(job, point, ledger=ledger)
+            where = f"{point.workload.id} c{point.concurrency} [{job.spec_id}] on {job.artifact.id}"
+            # The reference's point is the bound of every artifact served the same way: its absence is theirs.
+            owners = ([a for a in artifacts if a != reference and (a, point.workload.id, job.spec_id) in served]
+                      if job.artifact.id == reference else [job.artifact.id])
+            if record is None or record.status == "void":
+                kind: Literal["void", "missing"] = "missing" if record is None else "void"
+                why = ("no speed record for the current inputs (its eval job failed or did not run)" if record is None
+                       else f"void ({record.void_reason})")
+                for owner in owners:
+                    problems.setdefault(owner, []).append(DraftProblem(
+                        draft_id=owner, check=where, kind=kind, text=f"{owner}: {where}: {why}"))
+                continue
+            load_outcomes(ledger, record)
+            rows.append(row_from_record(record, origin="recorded"))
+    checks = own_head_checks(manifest, rows)
+    judged: list[DraftJudgement] = []
+    for artifact_id in artifacts:
+        mine = tuple(c for c in checks if c.draft_id == artifact_id)
+        failed = [DraftProblem(draft_id=artifact_id, check=c.check, kind="fail",
+                               text=f"{artifact_id}: {c.check} on {c.workload_id} [{c.speculative}]: fail ({c.reason})")
+                  for c in mine if c.verdict == "fail"]
+        if mine or artifact_id in problems:
+            judged.append(DraftJudgement(draft_id=artifact_id, checks=mine,
+                                         problems=(*problems.get(artifact_id, []), *failed)))
+    return judged

@@ -132,7 +132,9 @@ def point_input_key(
         workload=workload.model_dump(mode="json", include=_MEASURED_FIELDS | _set_fields(workload)),
         concurrency=concurrency,
         prompts=prompts_sha256,
-        speculative=speculative.model_dump(mode="json") if speculative else None,
+        # The gate threshold is not a measured input: changing it re-judges the points, never re-measures them.
+        speculative=speculative.model_dump(mode="json", exclude={"min_acceptance_vs_reference"})
+        if speculative else None,
         serve=public.identity(),
         harness={"vllm": vllm_version, "bench_protocol": bench.PROTOCOL},
     )

@@ -47,7 +47,7 @@ from hfrelease.speed.records import point_record, raw_files, short_outputs, writ
 from hfrelease.speed.result import SpeedRow, row_from_record
 from hfrelease.speed.steps import bench_request, point_steps, sweep_prompts
 from hfrelease.speed.summary import Repeat, summarise
-from hfrelease.speed.verdict import BestConfig, DraftCheck, best_configs, draft_checks, with_speedups
+from hfrelease.speed.verdict import BestConfig, DraftCheck, best_configs, draft_checks, own_head_checks, with_speedups
 from hfrelease.verdicts import severity
 
 
@@ -280,12 +280,13 @@ class SpeedSession:
         # from the ledger's A/A groups (`hfrelease.speed.noise`).
         noise = host_noise(self.ledger.records(), [r for r in points if r is not None])
         best = best_configs(self.plan.manifest, rows, noise)
-        # The best config per workload is recorded in the ledger too (a "speed-best" record, derived from
-        # the speed records of the rows; one already recorded from the same records is reused). The draft
-        # gates are not: they are judged again from the records on every run.
+        # The best config per workload is recorded in the ledger too (a "speed-best" record, derived from the speed
+        # records of the rows; one recorded from the same records is reused); the draft gates are judged anew.
         written = self.written + record_best_configs(self.ledger, best, [r for r in points if r is not None])
-        report = SpeedReport(rows=tuple(rows), best=tuple(best),
-                             draft_checks=tuple(draft_checks(self.plan.manifest, rows, noise)),
+        served_reference = any(j.artifact.kind == "reference" for j in self.plan.servers)
+        report = SpeedReport(rows=tuple(rows), best=tuple(best), draft_checks=(
+                             *draft_checks(self.plan.manifest, rows, noise),
+                             *own_head_checks(self.plan.manifest, rows, reference_measured=served_reference)),
                              servers_started=self.started, servers_shared=self.shared,
                              failures=tuple(self.failures), run_dir=self.run_dir, records=tuple(written),
                              timing=self.timing)

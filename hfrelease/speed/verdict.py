@@ -146,7 +146,10 @@ def best_configs(manifest: Manifest, rows: Sequence[SpeedRow], noise: SessionNoi
 @dataclass(frozen=True, kw_only=True)
 class DraftCheck:
     draft_id: str
-    check: Literal["acceptance", "acceptance-length", "speedup", "target", "identical-outputs"]
+    # "acceptance-vs-reference": the gate of a head the artifact ships itself (`own_head_checks`); `draft_id`
+    # is then that artifact.
+    check: Literal["acceptance", "acceptance-length", "speedup", "target", "identical-outputs",
+                   "acceptance-vs-reference"]
     artifact_id: str
     workload_id: str
     speculative: str
@@ -209,6 +212,53 @@ def draft_checks(manifest: Manifest, rows: Sequence[SpeedRow], noise: SessionNoi
             checks.append(identical_outputs_check(base, row, spec.min_identical_outputs))
         if spec.min_speedup is not None:
             checks.append(speedup_check(base, row, rows, spec.min_speedup, noise))
+    return checks
+
+
+def own_head_checks(manifest: Manifest, rows: Sequence[SpeedRow], *, reference_measured: bool = True
+                    ) -> list[DraftCheck]:
+    """The gate of every config with `min_acceptance_vs_reference` (a head the served artifact ships itself, as
+    native MTP's layers): at batch 1 on each workload, every artifact other than the reference must accept at
+    least that share of what the reference accepts there -- the lower bound of its 95 % interval over prompts
+    against the share of the reference's pooled rate (a point without a per-request record is judged on its
+    value, which the reason says). The reference's own point must be measured, or there is nothing to compare
+    with and the gate fails -- unless `reference_measured` is False: one artifact's eval job, which does not
+    serve the reference, leaves the gate to the merge job (`hfrelease.speed.drafts.judge_own_heads`)."""
+    shares = {s.id: s.min_acceptance_vs_reference for s in manifest.speculative
+              if s.min_acceptance_vs_reference is not None}
+    points = [r for r in rows if r.speculative in shares and r.concurrency == 1 and r.input_len is None
+              and r.status == "ok"]
+    reference = manifest.reference.id
+    theirs = {(r.workload_id, r.speculative): r for r in points if r.artifact_id == reference}
+    checks: list[DraftCheck] = []
+    for row in points:
+        if row.artifact_id == reference:
+            continue
+        share = shares[row.speculative]
+        assert share is not None
+        base: dict[str, Any] = {"draft_id": row.artifact_id, "artifact_id": row.artifact_id,
+                                "workload_id": row.workload_id, "speculative": row.speculative}
+        ref = theirs.get((row.workload_id, row.speculative))
+        if ref is None and not reference_measured:
+            continue
+        if ref is None or ref.acceptance is None:
+            checks.append(DraftCheck(
+                **base, check="acceptance-vs-reference", value=row.acceptance, threshold=None, verdict="fail",
+                reason=f"the reference {reference}'s acceptance with {row.speculative} on {row.workload_id} was not "
+                       "measured: nothing to compare with (measure the reference on this workload too)"))
+            continue
+        floor = share * ref.acceptance
+        judged = acceptance_check(base, row, floor)
+        bound = f"{floor:.3f} ({share:g} x the reference's {ref.acceptance:.3f}{over_prompts(ref)})"
+        if row.acceptance is None:
+            reason = f"no acceptance counters were recorded; the reference accepts {ref.acceptance:.3f}"
+        elif judged.judged_over == "prompts":
+            reason = (f"acceptance {row.acceptance:.3f}{over_prompts(row)}: its lower bound "
+                      f"{'>=' if judged.verdict == 'pass' else '<'} {bound}")
+        else:
+            reason = (f"acceptance {row.acceptance:.3f} {'>=' if judged.verdict == 'pass' else '<'} {bound} (one "
+                      "value: no per-request record to resample prompts from)")
+        checks.append(replace(judged, check="acceptance-vs-reference", reason=reason))
     return checks
 
 
