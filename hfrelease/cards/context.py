@@ -146,7 +146,9 @@ def _creation(manifest: Manifest, artifact: Artifact) -> Context | None:
     recipe = (f"from llmcompressor import oneshot\nfrom llmcompressor.modifiers.quantization import {modifier}\n\n"
               f"recipe = {modifier}({', '.join(args)})\n"
               + ("oneshot(model=MODEL, recipe=recipe)  # data-free" if q.data_free
-                 else f"oneshot(model=MODEL, dataset=CALIBRATION, recipe=recipe)  # {q.calibration or 'calibrated'}"))
+                 # The calibration set on a line of its own: beside the call it made the block wider than the card.
+                 else f"# CALIBRATION: {q.calibration or 'the calibration samples'}\n"
+                      "oneshot(model=MODEL, dataset=CALIBRATION, recipe=recipe)"))
     return {
         "scheme": code_span(q.scheme), "format": code_span(q.format),
         "tool": escape_markdown(f"{q.tool} {q.tool_version}"),

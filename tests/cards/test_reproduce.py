@@ -38,7 +38,8 @@ def test_the_committed_cards_can_be_rerun(card: str) -> None:
     # the four lm-eval gates, the sampled one once per seed (1, 2, 3)
     assert commands.count("lm_eval \\\n") == (6 if card != "draft" else 0)
     assert commands.count("python gates/json_rate.py \\\n  --prompts prompts/demo_json.jsonl") == (card != "draft")
-    assert commands.count("vllm bench serve \\\n") == 4  # chat, longdoc, load, context
+    # chat, longdoc, load, context, verifier-chat, verifier-think
+    assert commands.count("vllm bench serve \\\n") == 6
     assert "--dataset-path prompts/longdoc.jsonl" in commands
     code = re.findall(r"^```bash\n(.*?)^```$", text, flags=re.S | re.M)
     wide = [line for block in code for line in block.splitlines() if len(line) > COLUMN_CHARS]
