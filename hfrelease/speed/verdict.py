@@ -248,17 +248,8 @@ def own_head_checks(manifest: Manifest, rows: Sequence[SpeedRow], *, reference_m
                        "measured: nothing to compare with (measure the reference on this workload too)"))
             continue
         floor = share * ref.acceptance
-        judged = acceptance_check(base, row, floor)
         bound = f"{floor:.3f} ({share:g} x the reference's {ref.acceptance:.3f}{over_prompts(ref)})"
-        if row.acceptance is None:
-            reason = f"no acceptance counters were recorded; the reference accepts {ref.acceptance:.3f}"
-        elif judged.judged_over == "prompts":
-            reason = (f"acceptance {row.acceptance:.3f}{over_prompts(row)}: its lower bound "
-                      f"{'>=' if judged.verdict == 'pass' else '<'} {bound}")
-        else:
-            reason = (f"acceptance {row.acceptance:.3f} {'>=' if judged.verdict == 'pass' else '<'} {bound} (one "
-                      "value: no per-request record to resample prompts from)")
-        checks.append(replace(judged, check="acceptance-vs-reference", reason=reason))
+        checks.append(replace(acceptance_check(base, row, floor, bound=bound), check="acceptance-vs-reference"))
     return checks
 
 
@@ -297,21 +288,23 @@ def speedup_check(base: dict[str, Any], row: SpeedRow, rows: Sequence[SpeedRow],
         judged=lowest[0], judged_over="sessions" if noise is not None else None, judged_at=lowest[1])
 
 
-def acceptance_check(base: dict[str, Any], row: SpeedRow, floor: float) -> DraftCheck:
+def acceptance_check(base: dict[str, Any], row: SpeedRow, floor: float, *, bound: str | None = None) -> DraftCheck:
     """The acceptance gate of a batch-1 point: greedy repeats give identical counters, so what varies is the
     prompt; the gate passes when the lower bound of the rate's 95 % interval resampled over prompts reaches
     `floor` (as the speedup gate judges its interval's lower bound). A point without a per-request record
-    (an older ledger) is judged on its value, which the reason says."""
+    (an older ledger) is judged on its value, which the reason says. `bound` says where `floor` came from (the
+    reason's text for it; default: the floor itself)."""
     rate = row.acceptance
     if rate is None:
         return DraftCheck(**base, check="acceptance", value=None, threshold=floor, verdict="fail",
-                          reason="no acceptance counters were recorded")
+                          reason="no acceptance counters were recorded" + (f" (required: {bound})" if bound else ""))
     pair = row.acceptance_intervals.get(RATE)
     judged = pair[0] if pair else rate
     ok = judged >= floor
     sign = ">=" if ok else "<"
-    reason = (f"acceptance {rate:.3f}, 95 % over prompts {pair[0]:.3f}-{pair[1]:.3f}: its lower bound {sign} {floor:g}"
-              if pair else f"acceptance {rate:.3f} {sign} {floor:g} (one value: no per-request record to resample "
+    bound = bound or f"{floor:g}"
+    reason = (f"acceptance {rate:.3f}, 95 % over prompts {pair[0]:.3f}-{pair[1]:.3f}: its lower bound {sign} {bound}"
+              if pair else f"acceptance {rate:.3f} {sign} {bound} (one value: no per-request record to resample "
               "prompts from)")
     return DraftCheck(**base, check="acceptance", value=rate, threshold=floor, verdict="pass" if ok else "fail",
                       reason=reason, judged=judged if pair else None, judged_over="prompts" if pair else None)
