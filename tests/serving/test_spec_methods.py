@@ -153,16 +153,47 @@ def test_draft_use_follows_vllm(fixture_family: Path, cli: CliRun) -> None:
 
 
 @needs_vllm
-@pytest.mark.skipif("suffix" not in method_catalog().unavailable, reason="arctic-inference is installed here")
-def test_suffix_without_arctic_inference_exits_3(fixture_family: Path, cli: CliRun) -> None:
+def test_suffix_without_arctic_inference_exits_3(fixture_family: Path, cli: CliRun, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """vLLM cannot start suffix decoding without the arctic-inference package: `check` says so (exit 3),
-    naming the package, instead of the server failing at eval time."""
+    naming the package and how scripts/setup installs it, instead of the server failing at eval time. The
+    package's absence is vLLM's own check answering no (scripts/setup installs it here), with an empty cache so
+    the catalog is read from vLLM again."""
+    import vllm.config.speculative as vllm_speculative
+
+    monkeypatch.setattr(vllm_speculative, "has_arctic_inference", lambda: False)
+    monkeypatch.setenv("HFRELEASE_CACHE", str(tmp_path / "cache"))
+    method_catalog.cache_clear()
+    try:
+        assert "arctic" in method_catalog().unavailable["suffix"].lower()
+        _check_suffix_refused(fixture_family, cli)
+    finally:
+        method_catalog.cache_clear()  # the other tests see the installed vLLM's catalog again
+
+
+def _check_suffix_refused(fixture_family: Path, cli: CliRun) -> None:
     data = _read(fixture_family)
     data["speculative"].append({"id": "suffix", "method": "suffix", "num_speculative_tokens": 8})
     code, out, _ = cli(["check", str(_write(fixture_family, data)), "--no-preflight", "--json"])
     assert code == ExitCode.CONFIG
     problems = {p["location"]: p["message"] for p in json.loads(out)["problems"]}
     assert "arctic-inference" in problems["speculative[2].method"]
+    assert "scripts/setup" in problems["speculative[2].method"]
+
+
+@needs_vllm
+def test_suffix_with_arctic_inference_passes_check(fixture_family: Path, cli: CliRun) -> None:
+    """With the package scripts/setup installs, a suffix config passes `check` and vLLM's own parsing of the
+    serve command hfrelease builds for it."""
+    data = _read(fixture_family)
+    data["speculative"].append({"id": "suffix", "method": "suffix", "num_speculative_tokens": 8})
+    code, out, err = cli(["check", str(_write(fixture_family, data)), "--no-preflight", "--json"])
+    assert code == ExitCode.OK, out + err
+    manifest = load_manifest(fixture_family / "release.toml", check_files=False)
+    spec = next(s for s in manifest.speculative if s.id == "suffix")
+    command = build_serve_command(manifest, manifest.artifact_by_id("ref"), model="/m", speculative=spec,
+                                  draft_model=None, host="127.0.0.1", port=8000)
+    assert speculative_config_problems(command) == []
 
 
 @needs_vllm

