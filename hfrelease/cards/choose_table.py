@@ -7,7 +7,7 @@ the tables below it hold the details.
 from __future__ import annotations
 
 from hfrelease.cards.choice import FAILS, ORIGINAL, PASSES, Facts, best_of, dominated_by, rank_key
-from hfrelease.cards.measurements import EMULATED, NONE
+from hfrelease.cards.measurements import EMULATED, NONE, SpeedPoint
 from hfrelease.cards.memory import MemoryFigures
 from hfrelease.cards.memory import figures as memory_figures
 from hfrelease.cards.numbers import binary_size
@@ -15,6 +15,9 @@ from hfrelease.cards.summary import Summary
 from hfrelease.cards.text import Markdown, code_span, escape_markdown, prose
 from hfrelease.cards.view import Context, repo_exists
 from hfrelease.manifest import Artifact, Workload
+
+# The mark of a draft's batch-1 cell measured on another workload than the table's (named under the table).
+ELSEWHERE_MARK = "‡"
 
 
 class ChooseTable(Summary):
@@ -33,7 +36,7 @@ class ChooseTable(Summary):
         """The compact choice table: one summary cell per question, details in the tables below it; the
         artifacts ranked by what a reader gets, drafts (add-ons to a target) last."""
         workload = self.main_workload()
-        rows, memory, keys = [], [], []
+        rows, memory, keys, elsewhere = [], [], [], []
         facts = self.facts(workload)
         for other in self.manifest.artifact:
             if not self.view.shown(other):
@@ -41,10 +44,13 @@ class ChooseTable(Summary):
             serve, peak = self.memory(other)
             size = self.view.size(other) or Markdown("not measured")
             beaten = self.dominator(other, facts)
+            speed, served_on = self._speed_summary(other, workload)
+            if served_on is not None:
+                elsewhere.append({"name": escape_markdown(other.repo.split("/")[1]), "workload": served_on})
             rows.append({"name": self.view.name(other, short=True), "self": other.id == artifact.id,
                          "published": other.publish,
                          "size": size, "memory": serve, "quality": self._quality_summary(other),
-                         "speed": self._speed_summary(other, workload),
+                         "speed": speed,
                          "when": self._choose_when(other, facts, beaten)})
             memory.append({"name": escape_markdown(other.title or other.repo), "self": other.id == artifact.id,
                            "size": size, "memory": serve, "peak": peak})
@@ -53,7 +59,8 @@ class ChooseTable(Summary):
         order = sorted(range(len(rows)), key=lambda i: keys[i])
         return {"rows": [rows[i] for i in order], "memory": memory,
                 "workload": escape_markdown(workload.label or workload.id) if workload else None,
-                "noise": self.measured.noise is not None}
+                "noise": self.measured.noise is not None,
+                "elsewhere": elsewhere}
 
     def facts(self, workload: Workload | None) -> dict[str, Facts]:
         """What each shown artifact that is not a draft gives a reader, as numbers (`choice.Facts`)."""
@@ -106,30 +113,62 @@ class ChooseTable(Summary):
         delta = self.quality.delta(worst)
         return Markdown(f"{head}: {delta}")
 
-    def _speed_summary(self, other: Artifact, workload: Workload | None) -> Markdown:
-        """Batch-1 output tok/s on the main workload, served this artifact's best way. A draft's cell is its
-        target served with it, and only when that is faster than the target without speculation: a pairing
-        slower than no speculation is never advertised."""
+    def _speed_summary(self, other: Artifact, workload: Workload | None) -> tuple[Markdown, Markdown | None]:
+        """Batch-1 output tok/s on the main workload, served this artifact's best way, and the label of the
+        workload it was measured on instead where that is another one (a draft never served on the main one).
+        A draft's cell is its target served with it, and only when that is faster than the target without
+        speculation: a pairing slower than no speculation is never advertised."""
         if workload is None:
-            return Markdown("not measured")
+            return Markdown("not measured"), None
         if other.kind == "draft":
             assert other.draft is not None
-            points = [p for p in self.measured.points(workload_id=workload.id, draft_id=other.id)
-                      if p.concurrency == 1 and p.artifact_id == other.draft.target]
-            if points and all(p.speedup is not None and p.speedup <= 1 for p in points):
-                return Markdown("slower than its target alone")
+            points = self._draft_points(other, workload)
+            if not points:
+                return self._draft_speed_elsewhere(other, workload)
+            if all(p.speedup is not None and p.speedup <= 1 for p in points):
+                return Markdown("slower than its target alone"), None
             point = next((p for p in points if p.speedup is not None and p.speedup > 1), None)
         else:
             point = self.speed.best(other.id, workload.id)
         if point is None and any(p.emulated for p in self.measured.points(artifact_id=other.id,
                                                                           workload_id=workload.id)):
-            return Markdown(EMULATED)  # its tok/s are an emulation kernel's: in the speed tables, never compared
+            return Markdown(EMULATED), None  # an emulation kernel's tok/s: in the speed tables, never compared
         if point is None:
-            return Markdown("not measured")
+            return Markdown("not measured"), None
         text = str(self.speed.tps(point, in_table=True))
         if point.speculative != NONE:
             text += f" {code_span(point.speculative)}"
-        return Markdown(text)
+        return Markdown(text), None
+
+    def _draft_points(self, draft: Artifact, workload: Workload) -> list[SpeedPoint]:
+        """The batch-1 points of `draft` served with its target on `workload`."""
+        assert draft.draft is not None
+        return [p for p in self.measured.points(workload_id=workload.id, draft_id=draft.id)
+                if p.concurrency == 1 and p.artifact_id == draft.draft.target]
+
+    def _draft_speed_elsewhere(self, draft: Artifact, main: Workload) -> tuple[Markdown, Markdown | None]:
+        """A draft never served on the main workload (the demo's EAGLE-3 head is measured on its FP8 verifier's
+        own workloads): its target's tok/s with it on the first workload where that is faster than the target
+        alone (a clear win first, then the manifest's order), marked with `ELSEWHERE_MARK`, and that workload's
+        label (named under the table); "not measured" when it was served nowhere, "slower" when it was slower
+        everywhere it was served."""
+        served = [(w, points) for w in self.manifest.workload if w.id != main.id
+                  and 1 in w.concurrency and (points := self._draft_points(draft, w))]
+        assert draft.draft is not None
+        target = draft.draft.target
+
+        def clear_win(workload: Workload) -> bool:  # the workloads its *Choose when* cell names come first
+            verdict = self.speed.verdict(target, workload.id)
+            return verdict is not None and verdict.clear and verdict.point.entry.record.draft_artifact_id == draft.id
+
+        for workload, points in sorted(served, key=lambda found: not clear_win(found[0])):
+            faster = next((p for p in points if p.speedup is not None and p.speedup > 1), None)
+            if faster is not None:
+                label = escape_markdown(workload.label or workload.id)
+                return Markdown(f"{self.speed.tps(faster, in_table=True)}{ELSEWHERE_MARK}"), label
+        if served and all(p.speedup is not None and p.speedup <= 1 for _, points in served for p in points):
+            return Markdown("slower than its target alone"), None
+        return Markdown("not measured"), None
 
     def _choose_when(  # noqa: PLR0911
         self, other: Artifact, facts: dict[str, Facts], beaten: Artifact | None

@@ -52,8 +52,9 @@ class DraftTables:
             best = verdict.point if verdict is not None else None
             point = mine[0]
             if verdict is not None and best is not None and best.entry.name == point.entry.name:
+                tps = self.speed.tps(point, unit="tok/s batch-1")
                 lines.append(Markdown(f"{label}: fastest config on {escape_markdown(target.id)}, "
-                                      f"{self.speed.tps(point)} tok/s batch-1, {self.speed.speedup(point)} over no "
+                                      f"{tps}, {self.speed.speedup(point)} over no "
                                       "speculation" + ("" if verdict.clear else f"; {self.speed.not_clear(verdict)}")))
             elif best is None:
                 lines.append(Markdown(f"{label}: not ranked (no batch-1 point without speculation on "

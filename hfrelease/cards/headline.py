@@ -49,10 +49,10 @@ class Headline(Summary):
                 alone = all(p.speculative == NONE for p in self.measured.points(artifact_id=artifact.id,
                                                                                  workload_id=workload.id))
                 why = "the only config measured" if alone else "no speculative config was faster"
-                lines.append(Markdown(f"{label}: {self.speed.tps(best)} tok/s batch-1 without speculation ({why}"
-                                      f"{unclear})"))
+                lines.append(Markdown(f"{label}: {self.speed.tps(best, unit='tok/s batch-1')} without speculation "
+                                      f"({why}{unclear})"))
             else:
-                lines.append(Markdown(f"{label}: {self.speed.tps(best)} tok/s batch-1 with "
+                lines.append(Markdown(f"{label}: {self.speed.tps(best, unit='tok/s batch-1')} with "
                                       f"{code_span(best.speculative)}, {self.speed.speedup(best)} over no speculation"
                                       f"{unclear}"))
         if artifact.kind != "reference":
@@ -72,7 +72,7 @@ class Headline(Summary):
             ratio = self.speed.vs_reference(mine, ref)
             batch = "batch-1" if mine.concurrency == 1 else f"concurrency {mine.concurrency}"
             decode = self.speed.decode_vs_reference(mine, ref)
+            figures = f"{self.speed.tps(mine, unit='tok/s')} against {self.speed.tps(ref, unit='tok/s')}"
             lines.append(Markdown(f"{escape_markdown(workload.label or workload.id)}: output throughput {ratio} the "
-                                  f"reference's without speculation, {batch}: {self.speed.tps(mine)} tok/s against "
-                                  f"{self.speed.tps(ref)}" + (f"; decode {decode}, from TPOT" if decode else "")))
+                                  f"reference's without speculation, {batch}: {figures}" + (f"; decode {decode}, from TPOT" if decode else "")))
         return lines

@@ -34,11 +34,11 @@ class Opening(ChooseTable):
             best = self.speed.best(artifact.id, workload.id)
             if pair is not None:
                 mine, ref = pair
-                said.append(f"{self.speed.tps(mine)} batch-1 output tok/s on {label}, "
+                said.append(f"{self.speed.tps(mine, unit=f'batch-1 output tok/s on {label}')}, "
                             f"{self.speed.vs_reference(mine, ref)} the reference's")
             elif best is not None:
                 how = "without speculation" if best.speculative == NONE else f"with {code_span(best.speculative)}"
-                said.append(f"{self.speed.tps(best)} batch-1 output tok/s on {label} {how}")
+                said.append(f"{self.speed.tps(best, unit=f'batch-1 output tok/s on {label} {how}')}")
         if not said:
             return None
         return Markdown(_sentence("; ".join(said)))
@@ -89,8 +89,9 @@ class Opening(ChooseTable):
         else:
             _, workload, point = max(won, key=lambda w: w[0])
             served = self.manifest.artifact_by_id(point.artifact_id)
-            tail = (f"served with it, {escape_markdown(served.repo.split('/')[1])} makes {self.speed.tps(point)} "
-                    f"batch-1 output tok/s on {escape_markdown(workload.label or workload.id)}, "
+            unit = f"batch-1 output tok/s on {escape_markdown(workload.label or workload.id)}"
+            tail = (f"served with it, {escape_markdown(served.repo.split('/')[1])} makes "
+                    f"{self.speed.tps(point, unit=unit)}, "
                     f"{self.speed.speedup(point)} over no speculation")
         return Markdown(_sentence(f"{head}; {tail}" if head else tail))
 

@@ -193,22 +193,35 @@ class SpeedTables:
         repeats = p.entry.record.extra.get("repeats")
         return repeats if isinstance(repeats, int) and not isinstance(repeats, bool) else None
 
-    def tps(self, p: SpeedPoint, *, in_table: bool = False) -> Markdown:
+    def tps(self, p: SpeedPoint, *, in_table: bool = False, unit: str | None = None) -> Markdown:
         """Output tok/s, the median over repeats with the range of the repeats: "790.2 (658.8-796.8)"; labelled
-        when the outputs ended far before output_len, where the figure is mostly time to first token. In a table
-        the label is the mark `SHORT_MARK`, explained under the table: said in the cell, it made
-        the table wider than the card's column."""
+        "emulated" when an emulation kernel served it, and when the outputs ended far before output_len, where
+        the figure is mostly time to first token. In a table the short-outputs label is the mark `SHORT_MARK`,
+        explained under the table: said in the cell, it made the table wider than the card's column. In prose,
+        `unit` ("batch-1 output tok/s on Short chat") follows the figure and the labels follow in brackets: put
+        between the figure and its unit, they broke the sentence ("47.2 (44.5-50.3), emulated, short outputs:
+        4.8 tokens per answer, mostly time to first token batch-1 output tok/s on Short chat")."""
         cell = self._tps(p)
-        if p.emulated:  # the scheme's numerics at none of its speed (hfrelease.serving.emulation)
-            cell = Markdown(f"{cell}, {EMULATED}")
+        notes = [EMULATED] if p.emulated else []  # the scheme's numerics at none of its speed (serving.emulation)
         mean = p.entry.record.extra.get("mean_output_tokens")
-        if short_outputs(p.entry.record) is None or not isinstance(mean, int | float):
-            return cell
-        tokens = self.numbers.add(f"{self.point_id(p)}.mean_output_tokens", "output tokens per request (mean), "
-                                  f"{self._point_label(p)}", fixed(mean, 1), [p.entry])
+        short = short_outputs(p.entry.record) is not None and isinstance(mean, int | float)
         if in_table:
-            return Markdown(f"{cell}{SHORT_MARK}")
-        return Markdown(f"{cell}, short outputs: {tokens} tokens per answer, mostly time to first token")
+            text = f"{cell}, {EMULATED}" if p.emulated else str(cell)
+            if short:
+                self._mean_tokens(p)
+            return Markdown(f"{text}{SHORT_MARK}" if short else text)
+        if short:
+            notes.append(f"short outputs: {self._mean_tokens(p)} tokens per answer, mostly time to first token")
+        if unit is None:
+            return Markdown(", ".join([str(cell), *notes]))
+        return Markdown(f"{cell} {unit}" + (f" ({'; '.join(notes)})" if notes else ""))
+
+    def _mean_tokens(self, p: SpeedPoint) -> Markdown:
+        """The point's mean output tokens per request, registered as a number of the card."""
+        mean = p.entry.record.extra.get("mean_output_tokens")
+        assert isinstance(mean, int | float)
+        return self.numbers.add(f"{self.point_id(p)}.mean_output_tokens", "output tokens per request (mean), "
+                                f"{self._point_label(p)}", fixed(mean, 1), [p.entry])
 
     def _tps(self, p: SpeedPoint) -> Markdown:
         median = self.metric(p, "output_throughput", 1, "output tok/s (median of repeats)")

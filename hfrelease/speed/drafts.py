@@ -165,28 +165,17 @@ def judge_draft(manifest: Manifest, draft_id: str, *, ledger: Ledger, hash_cache
                 # A draft x target matrix point on another target: the draft gates judge the trained target's
                 # points (the speedup over every one of a workload: batch 1, concurrencies, context lengths).
                 continue
-            record = find_point_record(job, point, ledger=ledger)
             length = f" input {point.input_len}" if point.input_len else ""
             where = f"{point.workload.id} c{point.concurrency}{length} [{job.spec_id}] on {job.artifact.id}"
-            if record is None:
-                why = (f"its content could not be identified ({job.unknown})"
-                       if job.content is None or (job.draft is not None and job.draft_content is None) else
-                       "no speed record for the current inputs (its eval job failed or did not run)")
-                problems.append(DraftProblem(draft_id=draft_id, check=where, kind="missing",
-                                             text=f"{draft_id}: {where}: {why}"))
-            elif record.status == "void":
-                problems.append(DraftProblem(draft_id=draft_id, check=where, kind="void",
-                                             text=f"{draft_id}: {where}: void ({record.void_reason})"))
-            else:
+            record, missing = _recorded_point(job, point, ledger=ledger, where=where, owners=[draft_id])
+            problems += missing
+            if record is not None:
                 records.append(record)
-                load_outcomes(ledger, record)  # a missing or edited per-request file: LedgerError (exit 6)
                 rows.append(row_from_record(record, origin="recorded"))
     # Judged against the session noise of the host(s) the points ran on, from the ledger's A/A groups.
     noise = host_noise(ledger.records(), [r for r in records if r.status == "ok"])
     checks = [c for c in draft_checks(manifest, with_speedups(rows), noise) if c.draft_id == draft_id]
-    problems += [DraftProblem(draft_id=draft_id, check=c.check, kind="fail",
-                              text=f"{draft_id}: {c.check} on {c.workload_id} [{c.speculative}]: fail ({c.reason})")
-                 for c in checks if c.verdict == "fail"]
+    problems += _failed(draft_id, checks)
     if not checks and not problems:
         problems.append(DraftProblem(
             draft_id=draft_id, check="acceptance", kind="missing",
@@ -221,29 +210,47 @@ def judge_own_heads(manifest: Manifest, artifacts: Sequence[str], *, ledger: Led
         for point in job.points:
             if point.concurrency != 1 or point.input_len:
                 continue  # the gate's points (`verdict.own_head_checks`)
-            record = find_point_record(job, point, ledger=ledger)
             where = f"{point.workload.id} c{point.concurrency} [{job.spec_id}] on {job.artifact.id}"
             # The reference's point is the bound of every artifact served the same way: its absence is theirs.
             owners = ([a for a in artifacts if a != reference and (a, point.workload.id, job.spec_id) in served]
                       if job.artifact.id == reference else [job.artifact.id])
-            if record is None or record.status == "void":
-                kind: Literal["void", "missing"] = "missing" if record is None else "void"
-                why = ("no speed record for the current inputs (its eval job failed or did not run)" if record is None
-                       else f"void ({record.void_reason})")
-                for owner in owners:
-                    problems.setdefault(owner, []).append(DraftProblem(
-                        draft_id=owner, check=where, kind=kind, text=f"{owner}: {where}: {why}"))
-                continue
-            load_outcomes(ledger, record)
-            rows.append(row_from_record(record, origin="recorded"))
+            record, missing = _recorded_point(job, point, ledger=ledger, where=where, owners=owners)
+            for problem in missing:
+                problems.setdefault(problem.draft_id, []).append(problem)
+            if record is not None:
+                rows.append(row_from_record(record, origin="recorded"))
     checks = own_head_checks(manifest, rows)
     judged: list[DraftJudgement] = []
     for artifact_id in artifacts:
         mine = tuple(c for c in checks if c.draft_id == artifact_id)
-        failed = [DraftProblem(draft_id=artifact_id, check=c.check, kind="fail",
-                               text=f"{artifact_id}: {c.check} on {c.workload_id} [{c.speculative}]: fail ({c.reason})")
-                  for c in mine if c.verdict == "fail"]
+        failed = _failed(artifact_id, mine)
         if mine or artifact_id in problems:
             judged.append(DraftJudgement(draft_id=artifact_id, checks=mine,
                                          problems=(*problems.get(artifact_id, []), *failed)))
     return judged
+
+
+def _recorded_point(job: SpeedServerJob, point: PointJob, *, ledger: Ledger, where: str,
+                    owners: Sequence[str]) -> tuple[LedgerRecord | None, list[DraftProblem]]:
+    """The usable record of one planned point (its per-request file checked), or no record and a "missing" or
+    "void" problem for each artifact whose gate needs the point (`owners`), named by `where`: what the draft
+    gates and the own-head gate both judge a point by."""
+    record = find_point_record(job, point, ledger=ledger)
+    if record is not None and record.status != "void":
+        load_outcomes(ledger, record)  # a missing or edited per-request file: LedgerError (exit 6)
+        return record, []
+    kind: Literal["void", "missing"] = "missing" if record is None else "void"
+    if record is not None:
+        why = f"void ({record.void_reason})"
+    elif job.content is None or (job.draft is not None and job.draft_content is None):
+        why = f"its content could not be identified ({job.unknown})"
+    else:
+        why = "no speed record for the current inputs (its eval job failed or did not run)"
+    return None, [DraftProblem(draft_id=o, check=where, kind=kind, text=f"{o}: {where}: {why}") for o in owners]
+
+
+def _failed(draft_id: str, checks: Sequence[DraftCheck]) -> list[DraftProblem]:
+    """A "fail" problem for each failing check of `draft_id`, as the merge job lists what stops the release."""
+    return [DraftProblem(draft_id=draft_id, check=c.check, kind="fail",
+                         text=f"{draft_id}: {c.check} on {c.workload_id} [{c.speculative}]: fail ({c.reason})")
+            for c in checks if c.verdict == "fail" and c.draft_id == draft_id]

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from hfrelease.cards import CardInputs
 from hfrelease.cards.choice import FAILS, ORIGINAL, PASSES, Facts, best_of, compare_speed, dominated_by, rank_key
 from tests.conftest import ROOT
 
@@ -123,3 +124,28 @@ def test_speed_within_session_noise_is_equal_speed() -> None:
     assert dominated_by(b, [a, b]) == a
     assert dominated_by(b, [a, b], demo) is None  # equal on every column: nobody dominates
     assert best_of(b, [a, b], demo) == ["fastest", "smallest"]
+
+
+def test_a_draft_never_served_on_the_main_workload_shows_where_it_was_measured(demo_inputs: CardInputs) -> None:
+    """The demo's EAGLE-3 head is served only on its FP8 verifier's workloads, never on Short chat (the table's
+    workload): its batch-1 cell is its target's tok/s with it on the workload it wins (Thinking chat), read from
+    that record, marked, and named under the table; the draft model, served on Short chat, keeps its own cell."""
+    from hfrelease.cards import render_family
+    from hfrelease.cards.choose_table import ELSEWHERE_MARK
+
+    family = render_family(demo_inputs, plots=False)
+    card = next(c for c in family.cards if c.artifact_id == "reference")
+    text = card.files["README.md"].decode()
+    table = _section(text, "## Which artifact should I choose?")
+    row = next(line for line in table.splitlines() if line.startswith("| [tiny-EAGLE3]"))
+    (point,) = [e.record for e in demo_inputs.records
+                if e.record.kind == "speed" and e.record.subject_id == "verifier-think"
+                and e.record.draft_artifact_id == "eagle3" and e.record.extra.get("concurrency") == 1]
+    low, high = point.extra["spread"]["output_throughput"]  # type: ignore[index]
+    cell = row.split(" | ")[2]
+    assert cell.startswith(f"{point.metrics['output_throughput'].value:.1f} ({low:.1f}\u2013{high:.1f})"), cell
+    assert cell.endswith(ELSEWHERE_MARK)
+    assert f"{ELSEWHERE_MARK} not served on Short chat; measured with its target on Thinking chat (tiny-EAGLE3)." \
+        in table
+    draft_row = next(line for line in table.splitlines() if line.startswith("| [tiny-draft]"))
+    assert ELSEWHERE_MARK not in draft_row
