@@ -73,6 +73,8 @@ class Headline(Summary):
             batch = "batch-1" if mine.concurrency == 1 else f"concurrency {mine.concurrency}"
             decode = self.speed.decode_vs_reference(mine, ref)
             figures = f"{self.speed.tps(mine, unit='tok/s')} against {self.speed.tps(ref, unit='tok/s')}"
+            if decode:
+                figures += f"; decode {decode}, from TPOT"
             lines.append(Markdown(f"{escape_markdown(workload.label or workload.id)}: output throughput {ratio} the "
-                                  f"reference's without speculation, {batch}: {figures}" + (f"; decode {decode}, from TPOT" if decode else "")))
+                                  f"reference's without speculation, {batch}: {figures}"))
         return lines

@@ -186,6 +186,19 @@ def repository_settings(
     ]
 
 
+# A family that serves suffix decoding needs arctic-inference on its eval runners (`prerequisites`).
+SUFFIX_RUNNERS = (
+    "Suffix decoding (a [[speculative]] method = \"suffix\") needs arctic-inference 0.1.1 on the eval runners, "
+    "which the locks do not install: the package index has only its source distribution (a C++ extension), so "
+    "add a step that builds it as hfrelease's scripts/setup does, or the eval jobs stop at check (exit 3).")
+
+
+def prerequisites(manifest: Manifest) -> tuple[str, ...]:
+    """`PREREQUISITES`, and what this family's own configs add to them (`SUFFIX_RUNNERS`)."""
+    methods = {s.method for s in manifest.speculative}
+    return PREREQUISITES + ((SUFFIX_RUNNERS,) if "suffix" in methods else ())
+
+
 # What the tag-push release needs and cannot check itself (issue 28, part 5): `init --github` prints these,
 # `check` notes them for a repository with a release workflow.
 PREREQUISITES = (

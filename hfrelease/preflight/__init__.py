@@ -45,7 +45,7 @@ def run_preflight(
     """Every preflight check of `manifest`. `hub=False` asks the Hub nothing (offline or quick use)."""
     from hfrelease.ci.actions.isolation import workflow_problems
     from hfrelease.ci.install import workflow_install_problems
-    from hfrelease.ci.workflows import PREREQUISITES, repository_root
+    from hfrelease.ci.workflows import prerequisites, repository_root
     from hfrelease.preflight.checkpoints import scheme_problems, weights_problems
     from hfrelease.preflight.plugins import plugin_problems
     from hfrelease.preflight.tasks import task_problems
@@ -75,7 +75,7 @@ def run_preflight(
     problems += workflow_install_problems(root)
     problems += workflow_problems(root)
     if (root / ".github" / "workflows" / "release.yml").is_file():
-        notes += [f"the release workflow needs (not checked): {item}" for item in PREREQUISITES]
+        notes += [f"the release workflow needs (not checked): {item}" for item in prerequisites(manifest)]
     return PreflightReport(problems=tuple(problems), notes=tuple(notes), seconds=time.monotonic() - started)
 
 

@@ -78,3 +78,28 @@ def test_check_passes_the_generated_workflow_and_notes_the_prerequisites(
     notes = report["preflight"]["notes"]
     assert [n for n in notes if n.startswith("the release workflow needs")] == [
         f"the release workflow needs (not checked): {item}" for item in PREREQUISITES]
+
+
+def test_a_family_serving_suffix_decoding_is_told_its_runners_need_arctic_inference(
+    fixture_family: Path, cli: CliRun
+) -> None:
+    """With a suffix config and a release.yml, check adds the runners' arctic-inference to the notes (the locks
+    install no such package); the same family without one does not."""
+    import tomllib
+
+    import tomli_w
+
+    from hfrelease.ci.workflows import SUFFIX_RUNNERS
+
+    root = Path(__file__).resolve().parents[2]
+    (fixture_family / ".github").mkdir()
+    shutil.copytree(root / ".github" / "workflows", fixture_family / ".github" / "workflows")
+    _, out, _ = cli(["check", "--offline", "--json", str(fixture_family)])
+    assert f"the release workflow needs (not checked): {SUFFIX_RUNNERS}" not in json.loads(out)["preflight"]["notes"]
+    manifest = fixture_family / "release.toml"
+    data = tomllib.loads(manifest.read_text())
+    data["speculative"].append({"id": "suffix", "method": "suffix", "num_speculative_tokens": 8})
+    manifest.write_text(tomli_w.dumps(data))
+    _, out, err = cli(["check", "--offline", "--json", str(fixture_family)])
+    notes = json.loads(out)["preflight"]["notes"]
+    assert notes[-1] == f"the release workflow needs (not checked): {SUFFIX_RUNNERS}", err
