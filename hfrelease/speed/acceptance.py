@@ -105,6 +105,25 @@ def difference_interval(
     return low, high
 
 
+def share_difference_interval(
+    reference: Sequence[Mapping[str, Any]], mine: Sequence[Mapping[str, Any]], share: float, *, seed: int = 0
+) -> tuple[float, float] | None:
+    """95 % interval of MINE's acceptance rate minus `share` x REFERENCE's, the same prompts drawn on both sides
+    (both served the same prompt file, request i the same prompt): the variation of both points, each prompt's
+    own difficulty cancelling. None unless both keep per-request counters for as many requests."""
+    import numpy as np
+
+    if not mine or len(reference) != len(mine):
+        return None
+    index = np.random.default_rng(seed).integers(0, len(mine), size=(RESAMPLES, len(mine)))
+    a, b = resampled(reference, index=index), resampled(mine, index=index)
+    if a is None or b is None:
+        return None
+    alpha = 1.0 - CONFIDENCE
+    low, high = (float(x) for x in np.quantile(b[RATE] - share * a[RATE], [alpha / 2, 1 - alpha / 2]))
+    return low, high
+
+
 def request_rates(summaries: Sequence[Mapping[str, Any]]) -> list[float]:
     """Each request's own acceptance rate (requests that drafted nothing left out): the per-prompt spread."""
     return [float(s["accepted"]) / float(s["drafted"]) for s in summaries if s.get("drafted")]

@@ -33,6 +33,11 @@ class SpeedRow:
     # Served by an emulation kernel (the record's `hardware.emulated`, `hfrelease.serving.emulation`): its
     # speed is not the scheme's, so no best config or advice is drawn from it.
     emulated: bool = False
+    # Per request, its acceptance counters (the record's `extra["requests"]`, `per_request.RequestOutcome.summary`)
+    # and the prompt file's sha256: what a verdict pairing two points over the same prompts resamples. Left out of
+    # `as_dict` (the report's rows).
+    requests: tuple[dict[str, Any], ...] = ()
+    prompts_sha256: str | None = None
 
     @property
     def throughput(self) -> float:
@@ -43,7 +48,7 @@ class SpeedRow:
         return self.metrics.get("spec_acceptance_rate")
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k not in ("requests", "prompts_sha256")}
 
 
 def row_from_record(record: LedgerRecord, *, origin: Literal["measured", "recorded"]) -> SpeedRow:
@@ -53,6 +58,7 @@ def row_from_record(record: LedgerRecord, *, origin: Literal["measured", "record
     failed = extra.get("failed")
     repeats = extra.get("repeats")
     input_len = extra.get("input_len")
+    requests = extra.get("requests")
     return SpeedRow(
         artifact_id=record.artifact_id,
         workload_id=record.subject_id,
@@ -70,6 +76,8 @@ def row_from_record(record: LedgerRecord, *, origin: Literal["measured", "record
         greedy=record.generation.get("temperature", 0) == 0,
         acceptance_intervals=_pairs(extra.get("acceptance_intervals")),
         emulated=bool(record.hardware.get("emulated")),
+        requests=tuple(r for r in requests if isinstance(r, dict)) if isinstance(requests, list) else (),
+        prompts_sha256=record.task_hash,
     )
 
 

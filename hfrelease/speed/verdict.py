@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from hfrelease.manifest import Manifest
-from hfrelease.speed.acceptance import IDENTICAL, RATE
+from hfrelease.speed.acceptance import IDENTICAL, RATE, share_difference_interval
 from hfrelease.speed.noise import SessionNoise
 from hfrelease.speed.result import SpeedRow
 
@@ -219,11 +219,14 @@ def own_head_checks(manifest: Manifest, rows: Sequence[SpeedRow], *, reference_m
                     ) -> list[DraftCheck]:
     """The gate of every config with `min_acceptance_vs_reference` (a head the served artifact ships itself, as
     native MTP's layers): at batch 1 on each workload, every artifact other than the reference must accept at
-    least that share of what the reference accepts there -- the lower bound of its 95 % interval over prompts
-    against the share of the reference's pooled rate (a point without a per-request record is judged on its
-    value, which the reason says). The reference's own point must be measured, or there is nothing to compare
-    with and the gate fails -- unless `reference_measured` is False: one artifact's eval job, which does not
-    serve the reference, leaves the gate to the merge job (`hfrelease.speed.drafts.judge_own_heads`)."""
+    least that share of what the reference accepts there. Where both points keep per-request counters over the
+    same prompts, the difference (its rate - share x the reference's) is resampled over prompts in pairs and its
+    95 % lower bound must be >= 0, so both points' variation counts (`_paired_share_check`); otherwise the lower
+    bound of its own interval over prompts against the share of the reference's pooled rate (a point without a
+    per-request record is judged on its value, which the reason says). The reference's own point must be
+    measured, or there is nothing to compare with and the gate fails -- unless `reference_measured` is False:
+    one artifact's eval job, which does not serve the reference, leaves the gate to the merge job
+    (`hfrelease.speed.drafts.judge_own_heads`)."""
     shares = {s.id: s.min_acceptance_vs_reference for s in manifest.speculative
               if s.min_acceptance_vs_reference is not None}
     points = [r for r in rows if r.speculative in shares and r.concurrency == 1 and r.input_len is None
@@ -248,9 +251,32 @@ def own_head_checks(manifest: Manifest, rows: Sequence[SpeedRow], *, reference_m
                        "measured: nothing to compare with (measure the reference on this workload too)"))
             continue
         floor = share * ref.acceptance
+        paired = (share_difference_interval(ref.requests, row.requests, share)
+                  if ref.prompts_sha256 is not None and ref.prompts_sha256 == row.prompts_sha256 else None)
+        if paired is not None and row.acceptance is not None:
+            checks.append(_paired_share_check(base, row, ref, share, paired))
+            continue
         bound = f"{floor:.3f} ({share:g} x the reference's {ref.acceptance:.3f}{over_prompts(ref)})"
         checks.append(replace(acceptance_check(base, row, floor, bound=bound), check="acceptance-vs-reference"))
     return checks
+
+
+def _paired_share_check(base: dict[str, Any], row: SpeedRow, ref: SpeedRow, share: float,
+                        interval: tuple[float, float]) -> DraftCheck:
+    """The own-head gate where both points keep per-request counters over the same prompts: it passes when the
+    lower bound of the 95 % interval of (this artifact's rate - share x the reference's), the prompts resampled
+    in pairs, is at least 0, so the reference's own variation over prompts is judged too, not only quoted.
+    `judged` is the floor plus that lower bound (>= the floor exactly when the gate passes)."""
+    assert row.acceptance is not None and ref.acceptance is not None
+    floor = share * ref.acceptance
+    low, high = interval
+    ok = low >= 0
+    reason = (f"acceptance {row.acceptance:.3f} against {share:g} x the reference's {ref.acceptance:.3f} = "
+              f"{floor:.3f} on the same {len(row.requests)} prompts: the difference is {row.acceptance - floor:+.3f}, "
+              f"95 % over prompts resampled in pairs {low:+.3f} to {high:+.3f}: its lower bound "
+              f"{'>=' if ok else '<'} 0")
+    return DraftCheck(**base, check="acceptance-vs-reference", value=row.acceptance, threshold=floor,
+                      verdict="pass" if ok else "fail", reason=reason, judged=floor + low, judged_over="prompts")
 
 
 def speedup_check(base: dict[str, Any], row: SpeedRow, rows: Sequence[SpeedRow], floor: float,

@@ -149,3 +149,52 @@ def test_a_draft_config_cannot_carry_it(tmp_path: Path) -> None:
     problems = _problems(tmp_path, draft='draft = "draft"', artifacts='["fp8-dynamic"]')
     assert any("min_acceptance_vs_reference gates a head the artifact ships itself" in p for p in problems)
     assert any("not measured on the reference" in p for p in problems)
+
+
+def _requests(counts: list[tuple[int, int]]) -> tuple[dict[str, Any], ...]:
+    """Per-request summaries (accepted, drafted), one verify step a draft token (num_speculative_tokens 1)."""
+    return tuple({"output_tokens": d, "output_sha": "0" * 16, "steps": d, "accepted": a, "drafted": d,
+                  "accepted_per_pos": [a], "drafted_per_pos": [d]} for a, d in counts)
+
+
+def _paired(artifact: str, counts: list[tuple[int, int]], prompts: str = "p" * 64) -> SpeedRow:
+    requests = _requests(counts)
+    rate = sum(a for a, _ in counts) / sum(d for _, d in counts)
+    row = _row(artifact, rate, (0.0, 1.0))  # its own interval, which the paired verdict does not use
+    return SpeedRow(**{**row.__dict__, "requests": requests, "prompts_sha256": prompts})
+
+
+def test_with_per_request_counters_on_the_same_prompts_the_gate_pairs_them() -> None:
+    """Both points keep each prompt's counters: the verdict is the difference (quant - share x reference)
+    resampled over the same prompts in pairs, its lower bound against 0. A quant at 0.9 of a reference at 0.8 on
+    8 prompts passes; one whose acceptance halved on exactly the prompts the reference found hard, while the
+    reference's own spread over prompts is wide, is judged with that spread, and one that accepts nothing fails."""
+    demo = load_manifest(ROOT / "model_cards" / "demo", check_files=False)
+    mtp = Speculative(id="own-mtp", method="mtp", num_speculative_tokens=1, min_acceptance_vs_reference=0.9)
+    demo = demo.model_copy(update={"speculative": [*demo.speculative, mtp]})
+    reference = _paired("reference", [(8, 10)] * 8)
+    kept = own_head_checks(demo, [reference, _paired("fp8-dynamic", [(9, 10)] * 8)])
+    assert [c.verdict for c in kept] == ["pass"]
+    check = kept[0]
+    assert check.threshold == pytest.approx(0.72) and check.judged_over == "prompts"
+    assert check.judged is not None and check.judged == pytest.approx(0.72 + 0.18)  # no spread: 0.9 - 0.72
+    assert "on the same 8 prompts" in check.reason and "resampled in pairs" in check.reason
+    lost = own_head_checks(demo, [reference, _paired("fp8-dynamic", [(0, 10)] * 8)])
+    assert [c.verdict for c in lost] == ["fail"] and "its lower bound < 0" in lost[0].reason
+    # The quant's own interval (0.0-1.0 here) would pass a floor of 0.72 on no prompt: the paired verdict ignores
+    # it and judges the difference, where each prompt's difficulty cancels.
+    spread = [(10, 10), (2, 10)] * 4  # the reference: 0.6, half its prompts easy, half hard
+    same = own_head_checks(demo, [_paired("reference", spread), _paired("fp8-dynamic", spread)])
+    assert [c.verdict for c in same] == ["pass"]  # the same acceptance on every prompt: 1 - 0.9 of it >= 0
+
+
+def test_points_over_other_prompts_are_not_paired() -> None:
+    """Another prompt file, or another number of requests, cannot be paired: the gate falls back to the
+    artifact's own interval against the share of the reference's rate, and says so by its reason."""
+    demo = load_manifest(ROOT / "model_cards" / "demo", check_files=False)
+    mtp = Speculative(id="own-mtp", method="mtp", num_speculative_tokens=1, min_acceptance_vs_reference=0.5)
+    demo = demo.model_copy(update={"speculative": [*demo.speculative, mtp]})
+    reference = _paired("reference", [(8, 10)] * 8)
+    for quant in (_paired("fp8-dynamic", [(9, 10)] * 8, prompts="q" * 64), _paired("fp8-dynamic", [(9, 10)] * 7)):
+        (check,) = own_head_checks(demo, [reference, quant])
+        assert "resampled in pairs" not in check.reason and "its lower bound" in check.reason
