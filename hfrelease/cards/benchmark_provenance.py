@@ -64,12 +64,19 @@ def benchmark_provenance(manifest: Manifest, measured: FamilyMeasurements, artif
             continue
         dates = sorted(p.entry.record.started_at[:10] for p in points)
         prompts = code_span(prompt_repo_path(workload.prompts))
+        # A config the manifest declares that no record measured yet (one added since): said, not listed as
+        # measured beside the dates.
+        recorded = {p.speculative for p in points}
+        configs = ", ".join(s for s in workload.speculative if s in recorded)
+        pending = [s for s in workload.speculative if s not in recorded]
+        if pending:
+            configs += f" ({', '.join(pending)}: declared, not measured yet)"
         text = (f"**{escape_markdown(workload.label or workload.id)}**: prompts {prompts} (in this repo), "
                 + escape_markdown(f"output {'exactly ' if workload.ignore_eos else 'up to '}{workload.output_len} "
                                   f"tokens, thinking {'on' if workload.thinking else 'off'}, {sampling(workload)}, "
                                   f"{workload.repeats} "
                                   f"repeats, concurrency {', '.join(map(str, workload.concurrency))}, configs "
-                                  f"{', '.join(workload.speculative)}; measured {_dates(dates)}"))
+                                  f"{configs}; measured {_dates(dates)}"))
         workloads.append(Markdown(text))
         served = artifact if artifact.kind != "draft" or artifact.draft is None else manifest.artifact_by_id(
             artifact.draft.target)
