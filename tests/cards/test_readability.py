@@ -243,3 +243,20 @@ def test_a_single_run_passes_the_lint(demo_inputs: CardInputs, tmp_path: Path) -
     apply_changes(plan_changes(rendered, tmp_path))
     cards, problems = read_cards(inputs.manifest, tmp_path)
     assert problems == [] and lint_cards(inputs.manifest, cards, inputs=inputs) == []
+
+
+def test_a_by_position_cell_of_many_positions_keeps_the_table_inside_the_column() -> None:
+    """Suffix decoding drafts up to 8 tokens: all 8 figures with intervals made the demo's acceptance table about
+    123 characters wide. Beyond four positions the cell shows three, an ellipsis and the last;
+    up to four, every one."""
+    from hfrelease.cards.draft_tables import positions_cell
+    from hfrelease.cards.lint.readability import MAX_TABLE_WIDTH, table_width
+
+    figures = [f"0.{90 - i:02d} (0.{80 - i:02d}\u20130.{95 - i:02d})" for i in range(8)]
+    assert positions_cell(figures[:4]) == " / ".join(figures[:4])
+    cell = positions_cell(figures)
+    assert cell == " / ".join([*figures[:3], "\u2026", f"{figures[7]} (last)"])
+    rows = [["Workload and config", "Acceptance rate", "Mean acceptance length", "By position (0, 1, ...)"],
+            ["Long-document copy, suffix", "0.98 (0.95\u20131.00)", "6.75", cell]]
+    assert table_width(rows) <= MAX_TABLE_WIDTH
+    assert table_width([rows[0], [*rows[1][:3], " / ".join(figures)]]) > MAX_TABLE_WIDTH  # what it replaces
