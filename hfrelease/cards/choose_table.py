@@ -125,7 +125,7 @@ class ChooseTable(Summary):
             points = self._draft_points(other, workload)
             if not points:
                 return self._draft_speed_elsewhere(other, workload)
-            if all(p.speedup is not None and p.speedup <= 1 for p in points):
+            if _slower(points):
                 return Markdown("slower than its target alone"), None
             point = next((p for p in points if p.speedup is not None and p.speedup > 1), None)
         else:
@@ -154,19 +154,13 @@ class ChooseTable(Summary):
         everywhere it was served."""
         served = [(w, points) for w in self.manifest.workload if w.id != main.id
                   and 1 in w.concurrency and (points := self._draft_points(draft, w))]
-        assert draft.draft is not None
-        target = draft.draft.target
-
-        def clear_win(workload: Workload) -> bool:  # the workloads its *Choose when* cell names come first
-            verdict = self.speed.verdict(target, workload.id)
-            return verdict is not None and verdict.clear and verdict.point.entry.record.draft_artifact_id == draft.id
-
-        for workload, points in sorted(served, key=lambda found: not clear_win(found[0])):
+        wins = {w.id for w in self._wins(draft)}  # the workloads its *Choose when* cell names come first
+        for workload, points in sorted(served, key=lambda found: found[0].id not in wins):
             faster = next((p for p in points if p.speedup is not None and p.speedup > 1), None)
             if faster is not None:
                 label = escape_markdown(workload.label or workload.id)
                 return Markdown(f"{self.speed.tps(faster, in_table=True)}{ELSEWHERE_MARK}"), label
-        if served and all(p.speedup is not None and p.speedup <= 1 for _, points in served for p in points):
+        if served and _slower([p for _, points in served for p in points]):
             return Markdown("slower than its target alone"), None
         return Markdown("not measured"), None
 
@@ -202,6 +196,14 @@ class ChooseTable(Summary):
             return Markdown(f"{' and '.join(said)} that passes")
         return Markdown("passes, smaller weights" if other.kind == "quant" else "passes every gate")
 
+    def _wins(self, draft: Artifact) -> list[Workload]:
+        """The workloads where `draft` is a clear win on its target: its config is the fastest there, beyond
+        noise (`BestVerdict.clear`; the Speed section says "not a clear win" of the others)."""
+        assert draft.draft is not None
+        target = draft.draft.target
+        return [w for w in self.manifest.workload if (v := self.speed.verdict(target, w.id)) is not None
+                and v.clear and v.point.entry.record.draft_artifact_id == draft.id]
+
     def _draft_when(self, other: Artifact) -> Markdown:
         assert other.draft is not None
         gates = self.drafts.draft_gates(other)
@@ -209,9 +211,7 @@ class ChooseTable(Summary):
             return Markdown("avoid: draft gates fail")
         target = other.draft.target
         measured = [(w, v) for w in self.manifest.workload if (v := self.speed.verdict(target, w.id)) is not None]
-        # Only a clear win counts (`BestVerdict`): the Speed section says "not a clear win" of the others.
-        won = [escape_markdown(w.label or w.id) for w, v in measured
-               if v.clear and v.point.entry.record.draft_artifact_id == other.id]
+        won = [escape_markdown(w.label or w.id) for w in self._wins(other)]
         unclear = [w for w, v in measured if not v.clear and v.point.entry.record.draft_artifact_id == other.id]
         # Several labels spelled out made the demo's table wider than the Hub's column (two of its workloads:
         # 103 characters, three: 104); the draft's headline and speed tables name them. Counts in words: a
@@ -260,6 +260,11 @@ class ChooseTable(Summary):
         entries += [p.entry for p in self.measured.points(artifact_id=artifact.id)]
         size = self.measured.sizes.get(artifact.id)
         return memory_figures(entries, weight_bytes=size[0] if size else None)
+
+
+def _slower(points: list[SpeedPoint]) -> bool:
+    """Every point measured slower with the draft than its target alone."""
+    return all(p.speedup is not None and p.speedup <= 1 for p in points)
 
 
 def count_words(n: int) -> str:

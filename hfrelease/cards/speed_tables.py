@@ -204,24 +204,19 @@ class SpeedTables:
         cell = self._tps(p)
         notes = [EMULATED] if p.emulated else []  # the scheme's numerics at none of its speed (serving.emulation)
         mean = p.entry.record.extra.get("mean_output_tokens")
-        short = short_outputs(p.entry.record) is not None and isinstance(mean, int | float)
+        tokens = None
+        if short_outputs(p.entry.record) is not None and isinstance(mean, int | float):
+            # Registered in a table too, where the mark stands for it: the provenance list names it.
+            tokens = self.numbers.add(f"{self.point_id(p)}.mean_output_tokens", "output tokens per request (mean), "
+                                      f"{self._point_label(p)}", fixed(mean, 1), [p.entry])
         if in_table:
-            text = f"{cell}, {EMULATED}" if p.emulated else str(cell)
-            if short:
-                self._mean_tokens(p)
-            return Markdown(f"{text}{SHORT_MARK}" if short else text)
-        if short:
-            notes.append(f"short outputs: {self._mean_tokens(p)} tokens per answer, mostly time to first token")
+            text = ", ".join([str(cell), *notes])
+            return Markdown(f"{text}{SHORT_MARK}" if tokens is not None else text)
+        if tokens is not None:
+            notes.append(f"short outputs: {tokens} tokens per answer, mostly time to first token")
         if unit is None:
             return Markdown(", ".join([str(cell), *notes]))
         return Markdown(f"{cell} {unit}" + (f" ({'; '.join(notes)})" if notes else ""))
-
-    def _mean_tokens(self, p: SpeedPoint) -> Markdown:
-        """The point's mean output tokens per request, registered as a number of the card."""
-        mean = p.entry.record.extra.get("mean_output_tokens")
-        assert isinstance(mean, int | float)
-        return self.numbers.add(f"{self.point_id(p)}.mean_output_tokens", "output tokens per request (mean), "
-                                f"{self._point_label(p)}", fixed(mean, 1), [p.entry])
 
     def _tps(self, p: SpeedPoint) -> Markdown:
         median = self.metric(p, "output_throughput", 1, "output tok/s (median of repeats)")

@@ -85,10 +85,12 @@ def intervals(summaries: Sequence[Mapping[str, Any]], *, seed: int = 0) -> dict[
 
 
 def difference_interval(
-    old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], metric: str, *, paired: bool, seed: int = 0
+    old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], metric: str, *, paired: bool, seed: int = 0,
+    scale: float = 1.0,
 ) -> tuple[float, float] | None:
-    """95 % interval of NEW - OLD of an acceptance figure, resampling prompts: the same prompts drawn on both
-    sides when `paired` (the same prompt set, so a prompt's own difficulty cancels), else each side its own."""
+    """95 % interval of NEW - scale x OLD of an acceptance figure, resampling prompts: the same prompts drawn on
+    both sides when `paired` (the same prompt set, so a prompt's own difficulty cancels), else each side its own.
+    `scale` < 1: the own-head gate's share of the reference's rate (`verdict.own_head_checks`)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -101,26 +103,7 @@ def difference_interval(
     if a is None or b is None or metric not in a or metric not in b:
         return None
     alpha = 1.0 - CONFIDENCE
-    low, high = (float(x) for x in np.quantile(b[metric] - a[metric], [alpha / 2, 1 - alpha / 2]))
-    return low, high
-
-
-def share_difference_interval(
-    reference: Sequence[Mapping[str, Any]], mine: Sequence[Mapping[str, Any]], share: float, *, seed: int = 0
-) -> tuple[float, float] | None:
-    """95 % interval of MINE's acceptance rate minus `share` x REFERENCE's, the same prompts drawn on both sides
-    (both served the same prompt file, request i the same prompt): the variation of both points, each prompt's
-    own difficulty cancelling. None unless both keep per-request counters for as many requests."""
-    import numpy as np
-
-    if not mine or len(reference) != len(mine):
-        return None
-    index = np.random.default_rng(seed).integers(0, len(mine), size=(RESAMPLES, len(mine)))
-    a, b = resampled(reference, index=index), resampled(mine, index=index)
-    if a is None or b is None:
-        return None
-    alpha = 1.0 - CONFIDENCE
-    low, high = (float(x) for x in np.quantile(b[RATE] - share * a[RATE], [alpha / 2, 1 - alpha / 2]))
+    low, high = (float(x) for x in np.quantile(b[metric] - scale * a[metric], [alpha / 2, 1 - alpha / 2]))
     return low, high
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from hfrelease.manifest import Manifest
-from hfrelease.speed.acceptance import IDENTICAL, RATE, share_difference_interval
+from hfrelease.speed.acceptance import IDENTICAL, RATE, difference_interval
 from hfrelease.speed.noise import SessionNoise
 from hfrelease.speed.result import SpeedRow
 
@@ -251,8 +251,11 @@ def own_head_checks(manifest: Manifest, rows: Sequence[SpeedRow], *, reference_m
                        "measured: nothing to compare with (measure the reference on this workload too)"))
             continue
         floor = share * ref.acceptance
-        paired = (share_difference_interval(ref.requests, row.requests, share)
-                  if ref.prompts_sha256 is not None and ref.prompts_sha256 == row.prompts_sha256 else None)
+        # Paired only over the same prompts (same file, as many requests); otherwise the unpaired rule below.
+        same_prompts = (ref.prompts_sha256 is not None and ref.prompts_sha256 == row.prompts_sha256
+                        and bool(row.requests) and len(ref.requests) == len(row.requests))
+        paired = (difference_interval(ref.requests, row.requests, RATE, paired=True, scale=share)
+                  if same_prompts else None)
         if paired is not None and row.acceptance is not None:
             checks.append(_paired_share_check(base, row, ref, share, paired))
             continue

@@ -166,28 +166,27 @@ def test_suffix_without_arctic_inference_exits_3(fixture_family: Path, cli: CliR
     method_catalog.cache_clear()
     try:
         assert "arctic" in method_catalog().unavailable["suffix"].lower()
-        _check_suffix_refused(fixture_family, cli)
+        code, out, _ = cli(["check", str(_with_suffix(fixture_family)), "--no-preflight", "--json"])
     finally:
         method_catalog.cache_clear()  # the other tests see the installed vLLM's catalog again
-
-
-def _check_suffix_refused(fixture_family: Path, cli: CliRun) -> None:
-    data = _read(fixture_family)
-    data["speculative"].append({"id": "suffix", "method": "suffix", "num_speculative_tokens": 8})
-    code, out, _ = cli(["check", str(_write(fixture_family, data)), "--no-preflight", "--json"])
     assert code == ExitCode.CONFIG
     problems = {p["location"]: p["message"] for p in json.loads(out)["problems"]}
     assert "arctic-inference" in problems["speculative[2].method"]
     assert "scripts/setup" in problems["speculative[2].method"]
 
 
+def _with_suffix(fixture_family: Path) -> Path:
+    """The fixture family's manifest with a suffix-decoding config added, written."""
+    data = _read(fixture_family)
+    data["speculative"].append({"id": "suffix", "method": "suffix", "num_speculative_tokens": 8})
+    return _write(fixture_family, data)
+
+
 @needs_vllm
 def test_suffix_with_arctic_inference_passes_check(fixture_family: Path, cli: CliRun) -> None:
     """With the package scripts/setup installs, a suffix config passes `check` and vLLM's own parsing of the
     serve command hfrelease builds for it."""
-    data = _read(fixture_family)
-    data["speculative"].append({"id": "suffix", "method": "suffix", "num_speculative_tokens": 8})
-    code, out, err = cli(["check", str(_write(fixture_family, data)), "--no-preflight", "--json"])
+    code, out, err = cli(["check", str(_with_suffix(fixture_family)), "--no-preflight", "--json"])
     assert code == ExitCode.OK, out + err
     manifest = load_manifest(fixture_family / "release.toml", check_files=False)
     spec = next(s for s in manifest.speculative if s.id == "suffix")
