@@ -23,17 +23,22 @@ from tests.demo_session import marked_env, nothing_left
 from tests.isa import KERNELS, assert_fidelity_headroom, avx2_environment, rows_by, runnable_paths
 
 PROBE = ("import json, torch.cpu; print(json.dumps([torch.cpu._is_avx512_supported(), "
-         "torch.cpu._is_avx512_bf16_supported(), getattr(torch.cpu, '_hfrelease_isa_cap', None)]))")
+         "torch.cpu._is_avx512_bf16_supported(), torch.cpu._is_vnni_supported(), torch.cpu._is_amx_tile_supported(), "
+         "torch.cpu._is_amx_fp16_supported(), torch.cpu._is_avx2_supported(), torch.backends.mkldnn.enabled, "
+         "getattr(torch.cpu, '_hfrelease_isa_cap', None)]))")
 
 
 def test_the_cap_makes_torch_report_no_avx512() -> None:
-    """A process started with the AVX2 environment sees no AVX-512 through the very calls vLLM makes to pick
-    its kernel library, and the hook says it ran (on an AVX2 host the answer is False either way)."""
+    """A process started with the AVX2 environment sees no AVX-512 and no AMX through the very calls vLLM
+    makes to pick its kernel library and its layers' kernels, still sees AVX2, takes torch's own routes of an
+    AVX2 host (its oneDNN use off: FP8 `_scaled_mm` emulated), and the hook says it ran (on an
+    AVX2 host the answers are False either way). AMX left on sent an AVX2-capped server on an AMX Xeon into a
+    kernel only `_C` holds."""
     out = subprocess.run([sys.executable, "-c", PROBE], env=avx2_environment(), capture_output=True, text=True,
                          check=True, timeout=120)
-    assert json.loads(out.stdout) == [False, False, "avx2"]
+    assert json.loads(out.stdout) == [False, False, False, False, False, True, False, "avx2"]
     plain = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=120)
-    assert json.loads(plain.stdout)[2] is None  # only the capped environment is touched
+    assert json.loads(plain.stdout)[-1] is None  # only the capped environment is touched
 
 
 def test_this_hosts_paths() -> None:
