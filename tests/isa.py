@@ -10,12 +10,13 @@ vLLM, and torch's and oneDNN's own dispatch are capped by their variables.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hfrelease.evaluation.plan import gate_artifacts
 from hfrelease.ledger.provenance import host_isa
-from hfrelease.manifest import Manifest
+from hfrelease.manifest import Gate, Manifest
 
 HOOK_DIR = Path(__file__).parent / "fixtures" / "isa_avx2"
 # What a server on each path loads (vllm/platforms/cpu.py).
@@ -46,15 +47,25 @@ def rows_by(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
 HEADROOM = 0.5
 
 
-def assert_fidelity_headroom(rows: dict[tuple[str, str], dict[str, Any]], manifest: Manifest) -> None:
-    """The demo's good quants' fidelity intervals end well inside the manifest's bounds; the under-trained
-    variant's KL interval lies wholly above max_kl (a check's delta is reference - artifact: its ci_low is
-    minus the artifact's upper bound, its ci_high minus the lower bound)."""
-    (gate,) = [g for g in manifest.gate if g.is_fidelity]
-    assert gate.max_kl is not None and gate.max_flip_rate is not None
-    for quant in ("fp8-dynamic", "w8a8-int8"):
+def fidelity_gate(manifest: Manifest, artifact_id: str) -> Gate:
+    """The fidelity gate that judges `artifact_id` (the demo holds its NVFP4 quant to bounds of its own)."""
+    (gate,) = [g for g in manifest.gate if g.is_fidelity and artifact_id in gate_artifacts(manifest, g)]
+    return gate
+
+
+def assert_fidelity_headroom(rows: dict[tuple[str, str], dict[str, Any]], manifest: Manifest,
+                             quants: Sequence[str] = ("fp8-dynamic", "w8a8-int8", "nvfp4")) -> None:
+    """The demo's good quants' fidelity intervals end well inside the bounds of the gate that judges each; the
+    under-trained variant's KL interval lies wholly above max_kl of its gate, and above every fidelity gate's (a
+    looser bound must still fail it). A check's delta is reference - artifact: its ci_low is minus the artifact's
+    upper bound, its ci_high minus the lower bound."""
+    for quant in quants:
+        gate = fidelity_gate(manifest, quant)
+        assert gate.max_kl is not None and gate.max_flip_rate is not None
         checks = rows[(quant, gate.id)]["checks"]
-        assert -checks["kl"]["ci_low"] <= HEADROOM * gate.max_kl, (quant, checks["kl"])
-        assert -checks["flip_rate"]["ci_low"] <= HEADROOM * gate.max_flip_rate, (quant, checks["flip_rate"])
-    far = rows[("undertrained", gate.id)]
-    assert far["verdict"] == "fail" and -far["checks"]["kl"]["ci_high"] > gate.max_kl, far
+        assert -checks["kl"]["ci_low"] <= HEADROOM * gate.max_kl, (quant, gate.id, checks["kl"])
+        assert -checks["flip_rate"]["ci_low"] <= HEADROOM * gate.max_flip_rate, (quant, gate.id, checks["flip_rate"])
+    far = rows[("undertrained", fidelity_gate(manifest, "undertrained").id)]
+    assert far["verdict"] == "fail", far
+    for gate in (g for g in manifest.gate if g.is_fidelity):
+        assert gate.max_kl is not None and -far["checks"]["kl"]["ci_high"] > gate.max_kl, (gate.id, far)

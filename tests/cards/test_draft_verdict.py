@@ -50,6 +50,10 @@ def test_a_family_of_a_reference_and_a_draft_renders(demo_manifest: Manifest, de
     kept = {"reference", "draft"}
     manifest = demo_manifest.model_copy(update={
         "artifact": [a for a in demo_manifest.artifact if a.id in kept],
+        # A gate that names only quants goes with them; one naming some keeps the kept ones.
+        "gate": [g.model_copy(update={"artifacts": None if g.artifacts is None else [a for a in g.artifacts
+                                                                                      if a in kept]})
+                 for g in demo_manifest.gate if g.artifacts is None or kept & set(g.artifacts)],
         "speculative": [s for s in demo_manifest.speculative if s.draft in (None, "draft")],
         "workload": [w.model_copy(update={"speculative": [s for s in w.speculative if s in ("none", "draft")]})
                      for w in demo_manifest.workload if w.artifacts != ["fp8-dynamic"]]})
