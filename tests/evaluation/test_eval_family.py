@@ -133,4 +133,4 @@ def test_demo_family_end_to_end(demo_family: Path, tmp_path: Path) -> None:
     assert warm["servers_started"] == 0 and warm["requests_sent"] == 0
     assert [r["verdict"] for r in warm["rows"]] == [r["verdict"] for r in report["rows"]]
     assert all(r["origin"] == "recorded" for r in warm["rows"])
-    assert len(ledger.records(kind="gate")) == 40
+    assert len(ledger.records(kind="gate")) == len(records), "the warm re-run recorded something"

