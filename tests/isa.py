@@ -21,6 +21,8 @@ from hfrelease.manifest import Gate, Manifest
 HOOK_DIR = Path(__file__).parent / "fixtures" / "isa_avx2"
 # What a server on each path loads (vllm/platforms/cpu.py).
 KERNELS = {"avx512_bf16": ["_C"], "avx512": ["_C_AVX512"], "avx2": ["_C_AVX2"]}
+# The demo's good quants: every gate passes on each of them, on every path.
+QUANTS = ("fp8-dynamic", "w8a8-int8", "nvfp4")
 
 
 def avx2_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -56,7 +58,7 @@ def fidelity_gate(manifest: Manifest, artifact_id: str) -> Gate:
 
 
 def assert_fidelity_headroom(rows: dict[tuple[str, str], dict[str, Any]], manifest: Manifest,
-                             quants: Sequence[str] = ("fp8-dynamic", "w8a8-int8", "nvfp4")) -> None:
+                             quants: Sequence[str] = QUANTS) -> None:
     """The demo's good quants' fidelity intervals end well inside the bounds of the gate that judges each; the
     under-trained variant's KL interval lies wholly above max_kl of its gate, and above every fidelity gate's (a
     looser bound must still fail it). A check's delta is reference - artifact: its ci_low is minus the artifact's

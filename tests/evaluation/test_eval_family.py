@@ -19,7 +19,7 @@ from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest, load_manifest
 from hfrelease.serving.emulation import EMULATION_VARIABLE
 from tests.demo_session import marked_env, nothing_left
-from tests.isa import KERNELS, assert_fidelity_headroom, fidelity_gate, rows_by
+from tests.isa import KERNELS, QUANTS, assert_fidelity_headroom, fidelity_gate, rows_by
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("vllm_environment")]
 
@@ -29,10 +29,6 @@ def hfrelease(*args: str, cwd: Path, timeout: float = 1800) -> subprocess.Comple
     return subprocess.run([sys.executable, "-m", "hfrelease", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, check=False, env=marked_env(cwd))
 
-
-# The demo's quants: each held to half the bounds of the fidelity gate that judges it (tests/isa.py), NVFP4 to
-# its own gate's (`fidelity-fp4`), on every kernel path.
-QUANTS = ("fp8-dynamic", "w8a8-int8", "nvfp4")
 
 
 def assert_served_emulated(results: Path) -> None:

@@ -21,9 +21,8 @@ from hfrelease.ledger.provenance import host_isa
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import load_manifest
 from tests.demo_session import marked_env, nothing_left
-from tests.isa import KERNELS, assert_fidelity_headroom, avx2_environment, rows_by, runnable_paths
+from tests.isa import KERNELS, QUANTS, assert_fidelity_headroom, avx2_environment, rows_by, runnable_paths
 
-QUANTS = ("fp8-dynamic", "w8a8-int8", "nvfp4")
 PROBE = ("import json, torch.cpu; print(json.dumps([torch.cpu._is_avx512_supported(), "
          "torch.cpu._is_avx512_bf16_supported(), torch.cpu._is_vnni_supported(), torch.cpu._is_amx_tile_supported(), "
          "torch.cpu._is_amx_fp16_supported(), torch.cpu._is_avx2_supported(), torch.backends.mkldnn.enabled, "
