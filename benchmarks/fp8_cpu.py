@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -74,42 +74,32 @@ def time_matmuls(rows: int, repeats: int) -> dict[str, float]:
     return times
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def serve_rate(model: Path, tokens: int) -> float:
-    """Output tokens/s of one greedy request of `tokens` tokens (after one warm-up) on `vllm serve model`."""
+def serve_rate(artifact_id: str, tokens: int, work: Path) -> float:
+    """Output tokens/s of one greedy request of `tokens` tokens (after one warm-up) on the demo artifact's server,
+    started as `hfrelease eval` starts it (the manifest's serve command, hfrelease's server process)."""
     import httpx
 
-    port = _free_port()
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"}
-    argv = [str(ROOT / ".venv" / "bin" / "vllm"), "serve", str(model), "--served-model-name", "m",
-            "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "1024", "--enforce-eager"]
-    server = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                if httpx.get(base + "/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass  # not listening yet
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"vllm serve {model} did not start")
-            time.sleep(1)
-        body = {"model": "m", "prompt": "1 + 2 = ", "max_tokens": tokens, "temperature": 0, "ignore_eos": True}
-        httpx.post(base + "/v1/completions", json=body, timeout=600).raise_for_status()
+    from hfrelease.manifest import load_manifest
+    from hfrelease.serving.command import build_serve_command
+    from hfrelease.serving.plugin import ensure_plugin
+    from hfrelease.serving.process import VllmServer, free_port
+
+    manifest = load_manifest(ROOT / "model_cards" / "demo")
+    (artifact,) = [a for a in manifest.artifact if a.id == artifact_id]
+    port = free_port()
+    command = build_serve_command(manifest, artifact, model=str(ROOT / "build" / "demo" / artifact_id),
+                                  host="127.0.0.1", port=port, vllm=str(Path(sys.executable).parent / "vllm"))
+    if command.plugin:
+        ensure_plugin(manifest.resolve(command.plugin))
+    with VllmServer(command, log_path=work / f"{artifact_id}.server.log", port=port) as server:
+        server.wait_until_ready()
+        url = server.endpoint.base_url + "/v1/completions"
+        body = {"model": command.served_model_name, "prompt": "1 + 2 = ", "max_tokens": tokens,
+                "temperature": 0, "ignore_eos": True}
+        httpx.post(url, json=body, timeout=600).raise_for_status()
         start = time.perf_counter()
-        httpx.post(base + "/v1/completions", json=body, timeout=600).raise_for_status()
+        httpx.post(url, json=body, timeout=600).raise_for_status()
         return tokens / (time.perf_counter() - start)
-    finally:
-        os.killpg(server.pid, 15)
-        server.wait(timeout=60)
 
 
 def main() -> None:
@@ -129,8 +119,9 @@ def main() -> None:
         print(f"{rows:>3} rows: {line}; dispatch / oneDNN off = {dispatch / times['fp8 (oneDNN off)']:.1f}x, "
               f"dispatch / bf16 = {dispatch / times['bf16']:.1f}x")
     if args.serve:
-        rates = {name: serve_rate(ROOT / "build" / "demo" / name, args.tokens)
-                 for name in ("reference", "w8a8-int8", "fp8-dynamic")}
+        with tempfile.TemporaryDirectory() as work:
+            rates = {name: serve_rate(name, args.tokens, Path(work))
+                     for name in ("reference", "w8a8-int8", "fp8-dynamic")}
         for name, rate in rates.items():
             print(f"vllm serve {name}: {rate:.1f} output tok/s (one request), "
                   f"{rate / rates['reference']:.3f}x the reference's")
