@@ -8,8 +8,10 @@ AVX2 host) torch computes the product itself. This script times the demo's linea
 intermediate 384) for a decode step (1 and 8 rows) and a prefill (64 rows) three ways in one process:
 FP8 with torch's default dispatch, FP8 with oneDNN off (`torch.backends.mkldnn.enabled = False`, torch's own
 path), and the bf16 matmul the reference serves with; then, with `--serve`, starts `vllm serve` on the
-demo's reference, int8 and FP8 quants one at a time and prints each one's single-request decode rate and its
-ratio to the reference's. Absolute times drift on a shared machine; the ratios measured in one run hold.
+demo's reference, int8 and FP8 quants one at a time -- the FP8 quant twice where the host takes hfrelease's FP8
+route (`hfrelease.serving.fp8_route`: oneDNN off in the server): as stock vLLM serves it and as `hfrelease eval`
+does -- and prints each one's single-request decode rate and its ratio to the reference's. Absolute times drift
+on a shared machine; the ratios measured in one run hold.
 
     .venv/bin/python benchmarks/fp8_cpu.py            # the matmul paths (seconds)
     .venv/bin/python benchmarks/fp8_cpu.py --serve    # and the three servers (about 3 minutes on 2 cores)
@@ -74,13 +76,15 @@ def time_matmuls(rows: int, repeats: int) -> dict[str, float]:
     return times
 
 
-def serve_rate(artifact_id: str, tokens: int, work: Path) -> float:
+def serve_rate(artifact_id: str, tokens: int, work: Path, *, route: bool) -> float:
     """Output tokens/s of one greedy request of `tokens` tokens (after one warm-up) on the demo artifact's server,
-    started as `hfrelease eval` starts it (the manifest's serve command, hfrelease's server process)."""
+    started with the manifest's serve command by hfrelease's server process; `route`: with hfrelease's CPU routes
+    as `hfrelease eval` takes them, else as stock vLLM serves the artifact."""
     import httpx
 
     from hfrelease.manifest import load_manifest
     from hfrelease.serving.command import build_serve_command
+    from hfrelease.serving.emulation import ensure_route, with_emulation
     from hfrelease.serving.plugin import ensure_plugin
     from hfrelease.serving.process import VllmServer, free_port
 
@@ -89,9 +93,12 @@ def serve_rate(artifact_id: str, tokens: int, work: Path) -> float:
     port = free_port()
     command = build_serve_command(manifest, artifact, model=str(ROOT / "build" / "demo" / artifact_id),
                                   host="127.0.0.1", port=port, vllm=str(Path(sys.executable).parent / "vllm"))
+    if route:
+        command = with_emulation(command, artifact)
+        ensure_route(command)
     if command.plugin:
         ensure_plugin(manifest.resolve(command.plugin))
-    with VllmServer(command, log_path=work / f"{artifact_id}.server.log", port=port) as server:
+    with VllmServer(command, log_path=work / f"{artifact_id}.{route}.server.log", port=port) as server:
         server.wait_until_ready()
         url = server.endpoint.base_url + "/v1/completions"
         body = {"model": command.served_model_name, "prompt": "1 + 2 = ", "max_tokens": tokens,
@@ -119,9 +126,15 @@ def main() -> None:
         print(f"{rows:>3} rows: {line}; dispatch / oneDNN off = {dispatch / times['fp8 (oneDNN off)']:.1f}x, "
               f"dispatch / bf16 = {dispatch / times['bf16']:.1f}x")
     if args.serve:
+        from hfrelease.serving.fp8_route import cpu_flags, onednn_reference_fp8
+
+        servers = {"reference": ("reference", False), "w8a8-int8": ("w8a8-int8", False),
+                   "fp8-dynamic": ("fp8-dynamic", False)}
+        if onednn_reference_fp8(cpu_flags()):
+            servers["fp8-dynamic (hfrelease's route)"] = ("fp8-dynamic", True)
         with tempfile.TemporaryDirectory() as work:
-            rates = {name: serve_rate(name, args.tokens, Path(work))
-                     for name in ("reference", "w8a8-int8", "fp8-dynamic")}
+            rates = {name: serve_rate(artifact, args.tokens, Path(work), route=route)
+                     for name, (artifact, route) in servers.items()}
         for name, rate in rates.items():
             print(f"vllm serve {name}: {rate:.1f} output tok/s (one request), "
                   f"{rate / rates['reference']:.3f}x the reference's")

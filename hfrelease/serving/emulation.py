@@ -33,6 +33,7 @@ from importlib import metadata
 from pathlib import Path
 
 from hfrelease.manifest import Artifact
+from hfrelease.serving import fp8_route
 from hfrelease.serving.command import ServeCommand
 from hfrelease.serving.plugin import ensure_plugin
 
@@ -45,7 +46,9 @@ _KERNEL_LINE = re.compile(r"Using (\w+) for (NVFP4|MXFP4|MXFP8|MXFP6) GEMM")
 
 
 def register() -> None:
-    """The `vllm.general_plugins` entry point: run by vLLM in each of its processes before the model loads."""
+    """The `vllm.general_plugins` entry point: run by vLLM in each of its processes before the model loads.
+    It serves both of hfrelease's CPU routes: this one and FP8's on a Xeon with AMX (`fp8_route`)."""
+    fp8_route.register()
     if os.environ.get(EMULATION_VARIABLE) != "1":
         return
     # Imported here: vLLM imports every installed plugin in every process, and importing vLLM at module
@@ -79,17 +82,22 @@ def needs_emulation(artifact: Artifact, *, cpu: bool) -> bool:
     return cpu and quantization is not None and quantization.scheme.upper() in EMULATED_SCHEMES
 
 
-def with_emulation(command: ServeCommand, artifact: Artifact, *, cpu: bool | None = None) -> ServeCommand:
-    """`command` with the emulation route's variable set when `artifact` needs it (`cpu`: the CPU build, by
-    default the installed vLLM's); the variable is then part of the recorded serve command."""
-    if not needs_emulation(artifact, cpu=cpu_build() if cpu is None else cpu):
+def with_emulation(command: ServeCommand, artifact: Artifact, *, cpu: bool | None = None,
+                   flags: frozenset[str] | None = None) -> ServeCommand:
+    """`command` with the variable of the CPU route `artifact` needs, if any (`cpu`: the CPU build, by default the
+    installed vLLM's; `flags`: the CPU's, by default this host's): NVFP4's emulation, or FP8's torch matmul on a
+    Xeon with AMX (`fp8_route`). The variable is then part of the recorded serve command."""
+    cpu = cpu_build() if cpu is None else cpu
+    command = fp8_route.with_torch_fp8(command, artifact, cpu=cpu,
+                                       flags=fp8_route.cpu_flags() if flags is None else flags)
+    if not needs_emulation(artifact, cpu=cpu):
         return command
     return replace(command, env={**command.env, EMULATION_VARIABLE: "1"})
 
 
 def uses_emulation(command: ServeCommand) -> bool:
-    """Whether the emulation plugin must be installed before `command` starts."""
-    return command.env.get(EMULATION_VARIABLE) == "1"
+    """Whether the plugin must be installed before `command` starts (either CPU route takes it)."""
+    return command.env.get(EMULATION_VARIABLE) == "1" or fp8_route.uses_torch_fp8(command)
 
 
 def linear_kernels(log_text: str) -> dict[str, str]:
@@ -98,16 +106,18 @@ def linear_kernels(log_text: str) -> dict[str, str]:
 
 
 def emulated_kernels(log_path: Path) -> dict[str, object]:
-    """A record's hardware fields about quantized linear layers: `linear_kernels` (layer type → kernel) and
-    `emulated` (the layer types an emulation kernel served, e.g. ["NVFP4"]); empty when the log names none."""
+    """A record's hardware fields about quantized linear layers: `linear_kernels` (layer type → kernel),
+    `emulated` (the layer types an emulation kernel served, e.g. ["NVFP4"]) and `fp8_matmul` (when FP8's route
+    served, `fp8_route`); empty when the log names none."""
     try:
         text = log_path.read_text(errors="replace")
     except OSError:
         return {}
+    found: dict[str, object] = {**fp8_route.fp8_matmul(text)}
     kernels = linear_kernels(text)
     if not kernels:
-        return {}
-    found: dict[str, object] = {"linear_kernels": kernels}
+        return found
+    found["linear_kernels"] = kernels
     emulated = sorted(kind for kind, kernel in kernels.items() if kernel.startswith("Emulation"))
     if emulated:
         found["emulated"] = emulated

@@ -18,6 +18,7 @@ from hfrelease.ledger.record import raw_files
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest, load_manifest
 from hfrelease.serving.emulation import EMULATION_VARIABLE
+from hfrelease.serving.fp8_route import FP8_MATMUL, FP8_VARIABLE, cpu_flags, onednn_reference_fp8
 from tests.demo_session import marked_env, nothing_left
 from tests.isa import KERNELS, QUANTS, assert_fidelity_headroom, fidelity_gate, rows_by
 
@@ -38,6 +39,19 @@ def assert_served_emulated(results: Path) -> None:
     assert record["serve"]["env"][EMULATION_VARIABLE] == "1"
     assert record["hardware"]["linear_kernels"] == {"NVFP4": "EmulationNvFp4LinearKernel"}
     assert record["hardware"]["emulated"] == ["NVFP4"]
+
+
+def assert_fp8_route(results: Path) -> None:
+    """The FP8 quant took FP8's route (torch's own matmul) exactly where this host's oneDNN has only a reference
+    FP8 matmul (a Xeon with AMX-INT8, no AMX-FP16/FP8), and its records say which matmul served it."""
+    (record_path,) = results.glob("gate-arith-nothink-*.json")
+    record = json.loads(record_path.read_text())
+    if onednn_reference_fp8(cpu_flags()):
+        assert record["serve"]["env"][FP8_VARIABLE] == "1"
+        assert record["hardware"]["fp8_matmul"] == FP8_MATMUL
+    else:
+        assert FP8_VARIABLE not in record["serve"]["env"]
+        assert "fp8_matmul" not in record["hardware"]
 
 
 def assert_quants_faithful(rows: dict[tuple[str, str], dict[str, Any]], manifest: Manifest) -> None:
@@ -76,6 +90,7 @@ def test_demo_family_end_to_end(demo_family: Path, tmp_path: Path) -> None:
     for quant in QUANTS:
         assert rows[(quant, "arith-sampled")]["verdict"] == "pass", rows[(quant, "arith-sampled")]
     assert_served_emulated(demo_family / "results" / "nvfp4")
+    assert_fp8_route(demo_family / "results" / "fp8-dynamic")
     assert nothing_left(tmp_path), "a vLLM process was left behind"
 
     # Values recorded are the ones lm-eval reported in the same run, and every record carries provenance.

@@ -46,8 +46,9 @@ def _command() -> ServeCommand:
     ("FP8_DYNAMIC", True, False),
 ])
 def test_the_route_is_taken_for_nvfp4_on_a_cpu_build_only(scheme: str, cpu: bool, taken: bool) -> None:
-    """The variable joins the serve command's environment (so the record's serve field says so) exactly then."""
-    command = with_emulation(_command(), _quant(scheme), cpu=cpu)
+    """The variable joins the serve command's environment (so the record's serve field says so) exactly then
+    (on a CPU without AMX, where FP8 takes no route of its own: tests/serving/test_fp8_route.py)."""
+    command = with_emulation(_command(), _quant(scheme), cpu=cpu, flags=frozenset({"avx2", "avx512f"}))
     assert uses_emulation(command) is taken
     assert command.env == ({"VLLM_CPU_KVCACHE_SPACE": "1", EMULATION_VARIABLE: "1"} if taken
                            else {"VLLM_CPU_KVCACHE_SPACE": "1"})
