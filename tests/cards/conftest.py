@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from card_fixtures import LEDGER_DEMO, ROOT, demo_manifest_as_recorded, nanbeige_inputs
+from card_fixtures import LEDGER_DEMO, ROOT, nanbeige_inputs
+from card_fixtures import demo_manifest as load_demo_manifest
 
 from hfrelease.cards import CardInputs, read_inputs
 from hfrelease.manifest import Manifest, load_manifest
@@ -11,8 +12,8 @@ from hfrelease.manifest import Manifest, load_manifest
 
 @pytest.fixture(scope="session")
 def demo_manifest() -> Manifest:
-    """The demo family's manifest, as its recorded ledger measured it (`demo_manifest_as_recorded`)."""
-    return demo_manifest_as_recorded()
+    """The demo family's manifest, which its recorded ledger measured."""
+    return load_demo_manifest()
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ from hfrelease.compare.previous import NoPreviousRelease, previous_release, tag_
 from hfrelease.hub import HubServer
 from hfrelease.manifest import Manifest, load_manifest
 from hfrelease.stages.cards import LintSettings, lint_stage
-from tests.cards.card_fixtures import write_demo_toml_as_recorded
 from tests.conftest import ROOT, CliRun
 from tests.publish_family import TOKEN
 
@@ -120,11 +119,8 @@ def _lint(family: Path, *, since: str | None) -> tuple[str, ...]:
 
 @pytest.fixture
 def demo_copy(tmp_path: Path) -> Path:
-    """A copy of the committed demo family (v0.1, its recorded ledger) to render into, its manifest the one the
-    ledger measured (`write_demo_toml_as_recorded`)."""
-    family = Path(shutil.copytree(ROOT / "model_cards" / "demo", tmp_path / "demo"))
-    write_demo_toml_as_recorded(family)
-    return family
+    """A copy of the committed demo family (v0.1, its recorded ledger) to render into."""
+    return Path(shutil.copytree(ROOT / "model_cards" / "demo", tmp_path / "demo"))
 
 
 def test_render_since_previous_on_a_first_release_renders_without_the_section(

@@ -32,10 +32,10 @@ NOISE = SessionNoise(sigma=0.02, df=10, groups=("reference/chat [none] c1 x11",)
 
 @pytest.fixture(scope="module")
 def demo() -> Manifest:
-    """The demo family's manifest (chat lists none, ngram, draft, eagle3), as its recorded ledger measured it."""
-    from tests.cards.card_fixtures import demo_manifest_as_recorded
+    """The demo family's manifest (chat lists none, ngram, draft, eagle3-untrained), which its ledger measured."""
+    from tests.cards.card_fixtures import demo_manifest
 
-    return demo_manifest_as_recorded(LEDGER_DEMO)
+    return demo_manifest()
 
 
 def _sha(*parts: object) -> str:
