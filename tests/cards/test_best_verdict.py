@@ -4,6 +4,7 @@ reference served alone. Each test plants the losing point in an otherwise unchan
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from hfrelease.cards import CardInputs, entry_for, lint_cards, render_family
@@ -42,6 +43,15 @@ def _lint(inputs: CardInputs, artifact_id: str, readme: str) -> list[str]:
     return [p for p in problems if "link to plots/" not in p]  # rendered without plots
 
 
+def _longdoc_best(inputs: CardInputs) -> str:
+    """The config the reference's card calls best on Long-document copy, as its recorded ledger judged it."""
+    readme = render_family(inputs, plots=False, artifacts=["reference"]).card("reference").readme
+    section = readme.split("### Long-document copy\n")[1].split("\n## ")[0]
+    found = re.search(r"best config: `([^`]+)`", section)
+    assert found, section[:500]
+    return found.group(1)
+
+
 def test_a_best_that_loses_at_one_context_length_is_not_a_clear_win(nanbeige: CardInputs) -> None:
     """EAGLE-3 is the fastest batch-1 config of Reasoning on bf16 but, planted, slower than no speculation at
     16384 input tokens of the workload's context sweep: the Speed section, its Best cell, the headline and the
@@ -69,17 +79,19 @@ def test_a_best_that_loses_at_one_context_length_is_not_a_clear_win(nanbeige: Ca
 def test_a_recorded_unclear_win_is_never_called_best(demo_inputs: CardInputs) -> None:
     """`hfrelease eval` recorded the best config with `clear: false` (its repeats overlap the runner-up's): the
     cards say "not a clear win" with the config it does not clearly beat, never "best"."""
+    best = _longdoc_best(demo_inputs)
     inputs = _edit(demo_inputs, {"kind": "speed-best", "artifact": "reference", "workload": "longdoc"},
-                   {"extra": {"clear": False, "runner_up": "draft"}})
+                   {"extra": {"clear": False, "runner_up": "draft",
+                              "not_clear": "its batch-1 repeats overlap draft's"}})
     readme = render_family(inputs, plots=False, artifacts=["reference"]).card("reference").readme
     section = readme.split("### Long-document copy\n")[1].split("\n## ")[0]
     # Why, as recorded (its repeats overlapping the runner-up's, or its lead within session noise), naming it.
-    why = section.split("fastest config: `ngram`, not a clear win: its batch-1 ")[1].split(".")[0]
+    why = section.split(f"fastest config: `{best}`, not a clear win: its batch-1 ")[1].split(".")[0]
     assert "`draft`" in why
     assert "| best |" not in section
     head = readme.split("## Measured figures")[1].split("<!-- measured:end -->")[0]
     assert "- Long-document copy: " in head and f"not a clear win: its batch-1 {why}" in head
-    assert "`ngram`: fastest batch-1 config for Long-document copy, not a clear win (see Speed)." in readme
+    assert f"`{best}`: fastest batch-1 config for Long-document copy, not a clear win (see Speed)." in readme
     assert _lint(inputs, "reference", readme) == []
 
 
@@ -88,6 +100,7 @@ def test_a_recorded_verdict_says_its_own_reason_never_an_overlap_it_did_not_find
     by its reason: no measured session noise, or a lead inside it; a record whose batch-1 win is clear
     (`not_clear` null) is never said to overlap, whatever `clear` says of its other points."""
     match = {"kind": "speed-best", "artifact": "reference", "workload": "longdoc"}
+    best = _longdoc_best(demo_inputs)
     for why, said in (("session noise unmeasured: no point of this host recorded in two sessions",
                        "not a clear win: its batch-1 lead over `draft` is not shown beyond session noise (none "
                        "measured on this host)."),
@@ -96,7 +109,7 @@ def test_a_recorded_verdict_says_its_own_reason_never_an_overlap_it_did_not_find
         inputs = _edit(demo_inputs, match, {"extra": {"clear": False, "runner_up": "draft", "not_clear": why}})
         readme = render_family(inputs, plots=False, artifacts=["reference"]).card("reference").readme
         section = readme.split("### Long-document copy\n")[1].split("\n## ")[0]
-        assert f"fastest config: `ngram`, {said}" in section and "overlap" not in section
+        assert f"fastest config: `{best}`, {said}" in section and "overlap" not in section
         assert _lint(inputs, "reference", readme) == []
     inputs = _edit(demo_inputs, match, {"extra": {"clear": False, "runner_up": "draft", "not_clear": None}})
     readme = render_family(inputs, plots=False, artifacts=["reference"]).card("reference").readme

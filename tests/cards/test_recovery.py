@@ -57,7 +57,12 @@ def test_manifest_refuses_a_bad_min_recovery(value: str) -> None:
 def test_card_shows_recovery_beside_the_delta(demo_inputs: CardInputs) -> None:
     """The quant card's quality table prints recovery with its interval, or says every pair agrees."""
     readme = render_family(demo_inputs, plots=False, artifacts=["undertrained"]).cards[0].readme
-    assert re.search(r"\| -78\.0 \(CI -86\.0 to -70\.0, n=100\) \| 21\.2% \(\d+\.\d to \d+\.\d\) \| \*\*fail\*\* \|",
-                     readme), readme.split("## Quality evals")[1][:1500]
+    row = re.search(r"\| Arithmetic \(thinking\) \| (\d+\.\d) \| (\d+\.\d) \| (-\d+\.\d) "
+                    r"\(CI -\d+\.\d to -\d+\.\d, n=100\) \| (\d+\.\d)% \(\d+\.\d to \d+\.\d\) \| \*\*fail\*\* \|",
+                    readme)
+    assert row, readme.split("## Quality evals")[1][:1500]
+    score, reference, delta, recovery = map(float, row.groups())
+    assert delta == pytest.approx(score - reference, abs=0.05)  # the artifact's score minus the reference's
+    assert recovery == pytest.approx(100 * score / reference, abs=0.05)  # its score over the reference's
     fp8 = render_family(demo_inputs, plots=False, artifacts=["fp8-dynamic"]).cards[0].readme
     assert "| +0.0 (all 100 pairs agree) | 100.0% (all pairs agree) | pass |" in fp8
