@@ -9,9 +9,9 @@ intermediate 384) for a decode step (1 and 8 rows) and a prefill (64 rows) three
 FP8 with torch's default dispatch, FP8 with oneDNN off (`torch.backends.mkldnn.enabled = False`, torch's own
 path), and the bf16 matmul the reference serves with; then, with `--serve`, starts `vllm serve` on the
 demo's reference, int8 and FP8 quants one at a time -- the FP8 quant twice where the host takes hfrelease's FP8
-route (`hfrelease.serving.fp8_route`: oneDNN off in the server): as stock vLLM serves it and as `hfrelease eval`
-does -- and prints each one's single-request decode rate and its ratio to the reference's. Absolute times drift
-on a shared machine; the ratios measured in one run hold.
+route (`hfrelease.serving.fp8_route`: oneDNN off for `torch._scaled_mm` in the server): as stock vLLM serves it
+and as `hfrelease eval` does -- and prints each one's single-request decode rate and its ratio to the
+reference's. Absolute times drift on a shared machine; the ratios measured in one run hold.
 
     .venv/bin/python benchmarks/fp8_cpu.py            # the matmul paths (seconds)
     .venv/bin/python benchmarks/fp8_cpu.py --serve    # and the three servers (about 3 minutes on 2 cores)
@@ -126,7 +126,8 @@ def main() -> None:
         print(f"{rows:>3} rows: {line}; dispatch / oneDNN off = {dispatch / times['fp8 (oneDNN off)']:.1f}x, "
               f"dispatch / bf16 = {dispatch / times['bf16']:.1f}x")
     if args.serve:
-        from hfrelease.serving.fp8_route import cpu_flags, onednn_reference_fp8
+        from hfrelease.ledger.provenance import cpu_flags
+        from hfrelease.serving.fp8_route import onednn_reference_fp8
 
         servers = {"reference": ("reference", False), "w8a8-int8": ("w8a8-int8", False),
                    "fp8-dynamic": ("fp8-dynamic", False)}

@@ -105,19 +105,24 @@ def hardware(*, run: Runner = subprocess.run, proc: Path = Path("/proc"),
 _ISA_FLAGS = (("avx512_bf16", ("avx512f", "avx512_bf16")), ("avx512", ("avx512f",)), ("avx2", ("avx2",)))
 
 
-def host_isa(proc: Path = Path("/proc")) -> str:
-    """The most capable x86 vector ISA the host's CPU reports ("avx512_bf16", "avx512", "avx2"), else the
-    machine's own word ("other": an ARM host, or no /proc/cpuinfo)."""
+def cpu_flags(proc: Path = Path("/proc")) -> frozenset[str]:
+    """The first CPU's feature flags as Linux lists them (x86 `flags`, ARM `Features`); empty without
+    /proc/cpuinfo."""
     try:
         text = (proc / "cpuinfo").read_text(errors="replace")
     except OSError:
-        return "other"
-    flags: set[str] = set()
+        return frozenset()
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if sep and key.strip() in {"flags", "Features"}:
-            flags = set(value.split())
-            break
+            return frozenset(value.split())
+    return frozenset()
+
+
+def host_isa(proc: Path = Path("/proc")) -> str:
+    """The most capable x86 vector ISA the host's CPU reports ("avx512_bf16", "avx512", "avx2"), else the
+    machine's own word ("other": an ARM host, or no /proc/cpuinfo)."""
+    flags = cpu_flags(proc)
     for isa, needed in _ISA_FLAGS:
         if all(flag in flags for flag in needed):
             return isa

@@ -32,6 +32,7 @@ from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
+from hfrelease.ledger.provenance import cpu_flags
 from hfrelease.manifest import Artifact
 from hfrelease.serving import fp8_route
 from hfrelease.serving.command import ServeCommand
@@ -89,7 +90,7 @@ def with_emulation(command: ServeCommand, artifact: Artifact, *, cpu: bool | Non
     Xeon with AMX (`fp8_route`). The variable is then part of the recorded serve command."""
     cpu = cpu_build() if cpu is None else cpu
     command = fp8_route.with_torch_fp8(command, artifact, cpu=cpu,
-                                       flags=fp8_route.cpu_flags() if flags is None else flags)
+                                       flags=cpu_flags() if flags is None else flags)
     if not needs_emulation(artifact, cpu=cpu):
         return command
     return replace(command, env={**command.env, EMULATION_VARIABLE: "1"})

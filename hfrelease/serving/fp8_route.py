@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from hfrelease.manifest import Artifact
@@ -36,18 +35,6 @@ FP8_MATMUL = "torch (oneDNN off)"
 # aten's `_scaled_mm_out_cpu`) and those under which oneDNN has an FP8 kernel of its own.
 _ONEDNN_FLAG = "amx_int8"
 _ONEDNN_FP8_FLAGS = frozenset({"amx_fp16", "amx_fp8", "avx10_2"})
-
-
-def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
-    """The first CPU's flags as Linux lists them; empty where there is no /proc/cpuinfo."""
-    try:
-        text = cpuinfo.read_text(errors="replace")
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.partition(":")[2].split())
-    return frozenset()
 
 
 def onednn_reference_fp8(flags: frozenset[str]) -> bool:

@@ -28,6 +28,16 @@ def demo_manifest() -> Manifest:
     return load_manifest(ROOT / "model_cards" / "demo", check_files=False)
 
 
+def best_config(readme: str, section: str) -> str:
+    """The config a card calls best in a workload's speed section ("### <section>"), as its ledger judged it."""
+    import re
+
+    text = readme.split(f"### {section}\n")[1].split("\n## ", maxsplit=1)[0]
+    found = re.search(r"best config: `([^`]+)`", text)
+    assert found, text[:500]
+    return found.group(1)
+
+
 def nanbeige_inputs(manifest: Manifest, *, with_speed: bool = True) -> CardInputs:
     """Nanbeige's manifest and sections over a synthetic ledger built in memory."""
     from hfrelease.cards.inputs import read_sections

@@ -4,8 +4,9 @@ reference served alone. Each test plants the losing point in an otherwise unchan
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
+
+from card_fixtures import best_config
 
 from hfrelease.cards import CardInputs, entry_for, lint_cards, render_family
 from hfrelease.cards.card_text import CardText
@@ -46,10 +47,7 @@ def _lint(inputs: CardInputs, artifact_id: str, readme: str) -> list[str]:
 def _longdoc_best(inputs: CardInputs) -> str:
     """The config the reference's card calls best on Long-document copy, as its recorded ledger judged it."""
     readme = render_family(inputs, plots=False, artifacts=["reference"]).card("reference").readme
-    section = readme.split("### Long-document copy\n")[1].split("\n## ")[0]
-    found = re.search(r"best config: `([^`]+)`", section)
-    assert found, section[:500]
-    return found.group(1)
+    return best_config(readme, "Long-document copy")
 
 
 def test_a_best_that_loses_at_one_context_length_is_not_a_clear_win(nanbeige: CardInputs) -> None:

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from card_fixtures import best_config
 
 from hfrelease.cards import CardInputs, apply_changes, lint_cards, plan_changes, read_cards, render_family
 from hfrelease.cards.card_text import CardText
@@ -103,9 +104,8 @@ def test_draft_card_names_its_wins_and_gates(fresh: list[CardText]) -> None:
     headline = draft.split("## Measured figures")[1].split("<!-- measured:end -->")[0]
     assert "Short chat: `none` is faster on reference" in headline
     # The config the reference's card calls best on Long-document copy (`suffix` on the recorded host) wins there.
-    best = re.search(r"best config: `([^`]+)`", next(c for c in fresh if c.artifact_id == "reference").text
-                     .split("### Long-document copy\n")[1].split("\n## ")[0])
-    assert best and f"Long-document copy: `{best.group(1)}` is faster on reference" in headline
+    best = best_config(next(c for c in fresh if c.artifact_id == "reference").text, "Long-document copy")
+    assert f"Long-document copy: `{best}` is faster on reference" in headline
     assert "Draft gates: pass" in headline
     assert "0.90" not in headline
 

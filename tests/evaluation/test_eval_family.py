@@ -13,12 +13,12 @@ import pytest
 from hfrelease.errors import ExitCode
 from hfrelease.evaluation.fidelity import figures_from_raw, summarize
 from hfrelease.evaluation.fidelity_gate import read_raw
-from hfrelease.ledger.provenance import host_isa
+from hfrelease.ledger.provenance import cpu_flags, host_isa
 from hfrelease.ledger.record import raw_files
 from hfrelease.ledger.store import Ledger
 from hfrelease.manifest import Manifest, load_manifest
 from hfrelease.serving.emulation import EMULATION_VARIABLE
-from hfrelease.serving.fp8_route import FP8_MATMUL, FP8_VARIABLE, cpu_flags, onednn_reference_fp8
+from hfrelease.serving.fp8_route import FP8_MATMUL, FP8_VARIABLE, onednn_reference_fp8
 from tests.demo_session import marked_env, nothing_left
 from tests.isa import KERNELS, QUANTS, assert_fidelity_headroom, fidelity_gate, rows_by
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hfrelease.ledger.provenance import cpu_flags
 from hfrelease.manifest import Artifact
 from hfrelease.serving.command import ServeCommand
 from hfrelease.serving.emulation import EMULATION_VARIABLE, emulated_kernels, uses_emulation, with_emulation
@@ -18,7 +19,6 @@ from hfrelease.serving.fp8_route import (
     FP8_MATMUL,
     FP8_VARIABLE,
     LOG_LINE,
-    cpu_flags,
     onednn_reference_fp8,
 )
 
@@ -64,10 +64,9 @@ def test_the_route_is_taken_for_fp8_on_a_xeon_whose_onednn_has_no_fp8_kernel(
 
 @pytest.mark.unit
 def test_the_cpu_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("processor\t: 0\nmodel name\t: Intel(R) Xeon(R)\nflags\t\t: fpu avx2 amx_int8 amx_tile\n"
-                       "processor\t: 1\nflags\t\t: fpu\n")
-    assert cpu_flags(cpuinfo) == {"fpu", "avx2", "amx_int8", "amx_tile"}
+    (tmp_path / "cpuinfo").write_text("processor\t: 0\nmodel name\t: Intel(R) Xeon(R)\n"
+                                      "flags\t\t: fpu avx2 amx_int8 amx_tile\nprocessor\t: 1\nflags\t\t: fpu\n")
+    assert cpu_flags(tmp_path) == {"fpu", "avx2", "amx_int8", "amx_tile"}
     assert cpu_flags(tmp_path / "missing") == frozenset()
 
 
