@@ -115,6 +115,21 @@ def public_hub(monkeypatch: pytest.MonkeyPatch) -> None:
 CliRun = Callable[[list[str]], tuple[int, str, str]]
 
 
+def cpu_route_env(artifact: Any) -> dict[str, str]:
+    """The variable of the CPU route this host's vLLM serves `artifact` by, if any: FP8's torch matmul on a Xeon
+    with AMX-INT8 (`fp8_route`), NVFP4's emulation on any CPU build; read from the routes' own conditions."""
+    from hfrelease.ledger.provenance import cpu_flags
+    from hfrelease.serving.emulation import EMULATION_VARIABLE, cpu_build, needs_emulation
+    from hfrelease.serving.fp8_route import FP8_VARIABLE, needs_torch_fp8
+
+    env: dict[str, str] = {}
+    if needs_torch_fp8(artifact, cpu=cpu_build(), flags=cpu_flags()):
+        env[FP8_VARIABLE] = "1"
+    if needs_emulation(artifact, cpu=cpu_build()):
+        env[EMULATION_VARIABLE] = "1"
+    return env
+
+
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]) -> CliRun:
     """Run `hfrelease ARGS` in this process: (exit code, stdout, stderr)."""

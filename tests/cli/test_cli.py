@@ -11,11 +11,8 @@ import pytest
 
 from hfrelease.cli import main
 from hfrelease.errors import ExitCode
-from hfrelease.ledger.provenance import cpu_flags
 from hfrelease.manifest import load_manifest
-from hfrelease.serving.emulation import cpu_build
-from hfrelease.serving.fp8_route import needs_torch_fp8
-from tests.conftest import CliRun
+from tests.conftest import CliRun, cpu_route_env
 
 pytestmark = pytest.mark.unit
 
@@ -178,9 +175,8 @@ def test_eval_dry_run_of_the_flagship_without_a_gpu(repo_root: Path, cli: CliRun
     assert [s["artifact"] for s in plan["servers"]] == ["bf16", "fp8-dynamic", "nvfp4-fp8-loopshield", "nvfp4a16"]
     fp8 = plan["servers"][1]
     # FP8's CPU route (torch's own matmul) is part of the command exactly where this host's vLLM would take it.
-    route = "HFRELEASE_FP8_TORCH_MATMUL=1 " if needs_torch_fp8(
-        load_manifest(repo_root / "model_cards" / "nanbeige4.2-3b").artifact_by_id("fp8-dynamic"),
-        cpu=cpu_build(), flags=cpu_flags()) else ""
+    route = "".join(f"{key}={value} " for key, value in cpu_route_env(
+        load_manifest(repo_root / "model_cards" / "nanbeige4.2-3b").artifact_by_id("fp8-dynamic")).items())
     assert fp8["serve"].startswith(
         f"VLLM_ATTENTION_BACKEND=TRITON_ATTN {route}vllm serve NullSense/Nanbeige4.2-3B-FP8-Dynamic")
     assert "--reasoning-parser qwen3" in fp8["serve"] and "--kv-cache-dtype fp8" in fp8["serve"]

@@ -22,13 +22,11 @@ import tomli_w
 from hfrelease.cli import main
 from hfrelease.evaluation.plan import plan_eval
 from hfrelease.files.hashing import ContentHash, FileHash
-from hfrelease.ledger.provenance import cpu_flags
 from hfrelease.ledger.store import Ledger
-from hfrelease.manifest import Artifact, load_manifest
-from hfrelease.serving.emulation import EMULATION_VARIABLE, cpu_build, needs_emulation
-from hfrelease.serving.fp8_route import FP8_VARIABLE, needs_torch_fp8
+from hfrelease.manifest import load_manifest
 from hfrelease.serving.process import Endpoint
 from hfrelease.speed.plan import plan_speed
+from tests.conftest import cpu_route_env
 
 pytestmark = pytest.mark.unit
 
@@ -249,17 +247,6 @@ def test_hub_source_tokenizer_is_pinned(family: Path, monkeypatch: pytest.Monkey
     assert cfg.model_args == call.model_args
 
 
-def flagship_env(artifact: Artifact) -> dict[str, str]:
-    """The flagship's `[serve.env]`, and the variable of the CPU route this host's vLLM serves `artifact` by: FP8's
-    torch matmul on a Xeon with AMX-INT8 (`fp8_route`), NVFP4's emulation on any CPU build."""
-    env = {"VLLM_ATTENTION_BACKEND": "TRITON_ATTN"}
-    if needs_torch_fp8(artifact, cpu=cpu_build(), flags=cpu_flags()):
-        env[FP8_VARIABLE] = "1"
-    if needs_emulation(artifact, cpu=cpu_build()):
-        env[EMULATION_VARIABLE] = "1"
-    return env
-
-
 def test_flagship_speed_dry_run_prints_every_server_and_benchmark(repo_root: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """Every speed server of the Hub-pinned flagship prints its `vllm serve` (repo id at the pinned revision,
@@ -271,7 +258,7 @@ def test_flagship_speed_dry_run_prints_every_server_and_benchmark(repo_root: Pat
         artifact = manifest.artifact_by_id(server["artifact"])
         assert server["serve"] is not None, server["artifact"]
         env, argv = _shell_words(server["serve"])
-        assert env == flagship_env(artifact) and argv == server["argv"]
+        assert env == {"VLLM_ATTENTION_BACKEND": "TRITON_ATTN", **cpu_route_env(artifact)} and argv == server["argv"]
         assert argv[:3] == ["vllm", "serve", artifact.source.hub], server
         assert argv[argv.index("--revision") + 1] == artifact.source.revision
         if server["draft"] is not None:
