@@ -144,6 +144,19 @@ def _failed_answers(messages: Any, generate: bool) -> list[Any]:
     return [FAILED_ANSWER if generate else (-math.inf, False)] * count
 
 
+class _Held:
+    """A semaphore already held by the caller: lm-eval's `amodel_call` releases only what `acquire` says it took."""
+
+    async def acquire(self) -> bool:
+        return False
+
+    def release(self) -> None:  # never called (acquire took nothing); here so the object is a semaphore's shape
+        raise AssertionError("a held semaphore is released by its holder")
+
+
+_HELD = _Held()
+
+
 class _Counted:
     """The request methods of lm-eval's API models, with failures counted instead of raised (a mixin).
 
@@ -187,11 +200,24 @@ class _Counted:
     async def amodel_call(self, *args: Any, **kwargs: Any) -> Any:
         messages = kwargs["messages"] if "messages" in kwargs else args[2]
         generate = bool(kwargs.get("generate", True))
-        if self.observer.stopped:
-            return _failed_answers(messages, generate)  # past the threshold: not sent
-        if self.slots is not None:
-            await self._take_slot()
+        # lm-eval starts every request's task at once and each waits on its semaphore inside amodel_call, so a
+        # check made before that wait passes for all of them: the semaphore is taken here, the check made once
+        # it is held (just before the request would be sent), and lm-eval's call is given one already held.
+        semaphore: asyncio.Semaphore = kwargs["sem"] if "sem" in kwargs else args[1]
+        if "sem" in kwargs:
+            kwargs["sem"] = _HELD
+        else:
+            args = (args[0], _HELD, *args[2:])
+        await semaphore.acquire()
+        slot = False
         try:
+            if self.observer.stopped:
+                return _failed_answers(messages, generate)  # past the threshold: not sent
+            if self.slots is not None:
+                await self._take_slot()
+                slot = True
+                if self.observer.stopped:  # the threshold was passed while this one waited for a slot
+                    return _failed_answers(messages, generate)
             result = await super().amodel_call(*args, **kwargs)  # type: ignore[misc]
         except Exception as error:
             if not self._last_attempt(messages):
@@ -199,8 +225,9 @@ class _Counted:
             self.observer.failed(request_failure_kind(error), len(messages))
             return _failed_answers(messages, generate)
         finally:
-            if self.slots is not None:
+            if slot:
                 self.slots.release()
+            semaphore.release()
         self._done(messages)
         return result
 

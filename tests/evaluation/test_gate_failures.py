@@ -49,7 +49,11 @@ def test_permanent_500s_void_the_gate_saying_how_many_failed(
     message = report["error"]["message"]
     assert "requests failed after 3 attempts each (HTTP 500 Internal Server Error: " in message
     assert "the rest were not sent" in message and err.count("error:") == 1
-    assert server.requests < 20 * 3  # stopped once more failed than max_truncated allows
+    # Stopped once more failed than max_truncated allows (1 of 20): lm-eval sends each request's first two
+    # attempts, then third attempts only until the second failure is counted: the two that fail and at most
+    # num_concurrent - 1 = 3 others in flight beside the second. Checked before sending, not before queueing
+    # (all 60 were sent when the check came before lm-eval's semaphore, on a slow host).
+    assert server.requests <= 20 * 2 + 2 + 3 < 20 * 3
     assert Ledger(gate_family / "results").records(kind="gate") == []  # nothing recorded: the re-run measures it
 
 
@@ -152,3 +156,43 @@ def test_empty_answers_are_void_with_the_advice_that_fits(
     assert code == ExitCode.MEASUREMENT_FAILED
     reason = report["rows"][0]["reason"]
     assert advice in reason and not_advice not in reason, reason
+
+
+def test_a_request_queued_when_the_gate_stops_is_not_sent() -> None:
+    """lm-eval starts every request's task at once and each waits on lm-eval's semaphore: a request still
+    waiting when the failures pass the gate's share is answered as failed without being sent. (The stand-in
+    base class keeps lm-eval's semaphore contract -- release only what `acquire` took -- and records sends:
+    the order of the check and the wait is what is tested, which no server can be made to show on demand.)"""
+    import asyncio
+
+    from hfrelease.evaluation.lm_eval_gate import FAILED_ANSWER, _Counted, _Observer
+
+    sent: list[Any] = []
+
+    class LmEvalShape:
+        async def amodel_call(self, session: Any, sem: Any, messages: Any, **kwargs: Any) -> Any:
+            acquired = await sem.acquire()
+            try:
+                sent.append(messages)
+                return ["an answer"]
+            finally:
+                if acquired:
+                    sem.release()
+
+    class Model(_Counted, LmEvalShape):
+        pass
+
+    async def scenario() -> list[Any]:
+        model = Model()
+        model.observer, model.max_retries, model._concurrent = _Observer(total=2), 3, 1
+        sem = asyncio.Semaphore(1)
+        await sem.acquire()  # another request is being answered
+        queued = asyncio.create_task(model.amodel_call(session=None, sem=sem, messages=["q"]))
+        await asyncio.sleep(0.05)  # the task now waits on the semaphore
+        model.observer.failed("HTTP 500", 2)  # ... and the answered request's failure stops the gate
+        sem.release()
+        answer = await queued
+        assert not sem.locked()  # the semaphore was given back
+        return list(answer)
+
+    assert asyncio.run(scenario()) == [FAILED_ANSWER] and sent == []
