@@ -150,9 +150,6 @@ class _Held:
     async def acquire(self) -> bool:
         return False
 
-    def release(self) -> None:  # never called (acquire took nothing); here so the object is a semaphore's shape
-        raise AssertionError("a held semaphore is released by its holder")
-
 
 _HELD = _Held()
 
@@ -203,11 +200,11 @@ class _Counted:
         # lm-eval starts every request's task at once and each waits on its semaphore inside amodel_call, so a
         # check made before that wait passes for all of them: the semaphore is taken here, the check made once
         # it is held (just before the request would be sent), and lm-eval's call is given one already held.
-        semaphore: asyncio.Semaphore = kwargs["sem"] if "sem" in kwargs else args[1]
+        semaphore: asyncio.Semaphore
         if "sem" in kwargs:
-            kwargs["sem"] = _HELD
+            semaphore, kwargs["sem"] = kwargs["sem"], _HELD
         else:
-            args = (args[0], _HELD, *args[2:])
+            semaphore, args = args[1], (args[0], _HELD, *args[2:])
         await semaphore.acquire()
         slot = False
         try:
